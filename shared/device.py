@@ -1,0 +1,35 @@
+"""Device selection for torch code."""
+from __future__ import annotations
+
+from shared.errors import ConfigError
+
+
+def select_device(device: str = "auto"):
+    """A ``torch.device`` for ``"auto"`` (cuda if available, else cpu), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+
+    Asking for CUDA on a machine without it raises a ConfigError instead of failing later in a kernel.
+    """
+    import torch
+
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if str(device).startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                f"device={device!r} but CUDA is not available here; use device='cpu' or 'auto' "
+                "(the smoke profile runs on CPU)"
+            )
+        return torch.device(device)
+    if device == "cpu":
+        return torch.device("cpu")
+    raise ConfigError(f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'")
+
+
+def describe_device(device) -> str:
+    """One line naming the device, e.g. ``cuda:0 (NVIDIA H100 80GB HBM3)`` or ``cpu (2 threads)``."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return f"cpu ({torch.get_num_threads()} threads)"

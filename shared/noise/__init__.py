@@ -1,0 +1,55 @@
+"""Label-noise models used by several papers, and their measurement.
+
+    from shared.noise import make_noisy_labels
+    y_noisy = make_noisy_labels("symmetric", y, num_classes=10, rate=0.4, seed=0)
+
+Registry ``NOISE_MODELS``: ``symmetric``, ``pairflip``, ``instance`` (Xia et al., 2020; needs ``features``).
+Class-conditional noise from any transition matrix: ``apply_transition(y, T, rng)``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from shared.errors import ConfigError, unknown_choice
+from shared.noise.classic import (
+    apply_transition,
+    check_transition_matrix,
+    instance_dependent_flip_probabilities,
+    instance_dependent_noise,
+    pairflip_noise,
+    pairflip_transition,
+    sample_from_rows,
+    symmetric_noise,
+    symmetric_transition,
+)
+from shared.noise.estimation import anchor_transition, empirical_transition, noise_rate
+
+NOISE_MODELS = {
+    "symmetric": "with probability rate, another class chosen uniformly",
+    "pairflip": "with probability rate, class i becomes (i + 1) mod K",
+    "instance": "instance-dependent (part-dependent) noise of Xia et al. (2020); needs features",
+}
+
+
+def make_noisy_labels(
+    model: str, y, num_classes: int, rate: float, seed: int = 0, *, features=None, exact: bool = False
+) -> np.ndarray:
+    """Noisy labels from a registered model, seeded with ``seed``."""
+    rng = np.random.default_rng(seed)
+    if model == "symmetric":
+        return symmetric_noise(y, num_classes, rate, rng, exact=exact)
+    if model == "pairflip":
+        return pairflip_noise(y, num_classes, rate, rng, exact=exact)
+    if model == "instance":
+        if features is None:
+            raise ConfigError("the instance-dependent noise model needs features=(n, d) of the items")
+        return instance_dependent_noise(features, y, num_classes, rate, rng)
+    raise unknown_choice("noise model", model, NOISE_MODELS)
+
+
+__all__ = [
+    "NOISE_MODELS", "make_noisy_labels", "apply_transition", "check_transition_matrix",
+    "symmetric_transition", "pairflip_transition", "symmetric_noise", "pairflip_noise",
+    "instance_dependent_noise", "instance_dependent_flip_probabilities", "sample_from_rows",
+    "noise_rate", "empirical_transition", "anchor_transition",
+]

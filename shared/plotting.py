@@ -1,0 +1,30 @@
+"""Figure style shared by every notebook; every saved figure is written as PNG and SVG."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+PAPER_COLOR = "#7f7f7f"  # the paper's numbers, wherever they are drawn beside ours
+OURS_COLOR = "#0173b2"
+
+
+def set_style() -> None:
+    """Seaborn's whitegrid theme with the colour-blind palette and sizes that read well in the book."""
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="notebook", palette="colorblind")
+    matplotlib.rcParams.update({
+        "figure.dpi": 100, "savefig.dpi": 150, "savefig.bbox": "tight", "svg.fonttype": "none",
+        "axes.titlesize": "medium", "figure.autolayout": False,
+    })
+
+
+def save_figure(fig, path_stem: str | Path) -> list[Path]:
+    """Write ``<path_stem>.png`` and ``<path_stem>.svg``; returns both paths."""
+    stem = Path(path_stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    for path in paths:
+        fig.savefig(path)
+    return paths

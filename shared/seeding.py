@@ -1,0 +1,48 @@
+"""Seeding: one call for python, numpy and torch, and SHA-256 per-item seeds.
+
+Per-item seeds never depend on Python's ``hash()`` (salted per process) or on global random state, so
+an item's randomness is the same whatever order or subset of items is processed.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+
+import numpy as np
+
+
+def seed_everything(seed: int, *, deterministic: bool = True) -> None:
+    """Seed ``random``, numpy's global state and torch (CPU and CUDA).
+
+    With ``deterministic`` torch uses deterministic algorithms where they exist (warning, not failing,
+    where they do not) and cuDNN autotuning is off.
+    """
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    try:
+        import torch
+    except ImportError:  # torch is optional for purely numpy code
+        return
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+
+
+def item_seed(*parts) -> int:
+    """A 64-bit seed from the parts, joined by ``|``: ``uint64_le(SHA256(key)[:8])``.
+
+    ``item_seed(0, "cifar10", "fog", 3, "test", 17)`` hashes ``"0|cifar10|fog|3|test|17"``.
+    """
+    key = "|".join(str(p) for p in parts)
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
+
+
+def item_rng(*parts) -> np.random.Generator:
+    """``np.random.default_rng(item_seed(*parts))``."""
+    return np.random.default_rng(item_seed(*parts))

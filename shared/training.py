@@ -1,0 +1,180 @@
+"""A small torch training loop: progress bars, CUDA automatic mixed precision, per-sample outputs.
+
+Data are numpy arrays: images ``(n, H, W)`` or ``(n, H, W, C)`` uint8, or features ``(n, d)`` float;
+labels ``(n,)`` int. ``as_tensor`` turns them into float tensors (NCHW for images, scaled to [0, 1] and
+normalised when ``mean``/``std`` are given).
+
+    model = TinyCNN(in_channels=3, num_classes=10)
+    history = fit(model, X, y, epochs=10, lr=0.05, device="auto", eval_sets={"test": (X_test, y_test)})
+    probs = predict_proba(model, X_test)            # (n, K)
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from shared.device import select_device
+from shared.errors import ConfigError, unknown_choice
+from shared.progress import progress
+
+
+def as_tensor(X: np.ndarray, mean: Sequence[float] | None = None, std: Sequence[float] | None = None) -> torch.Tensor:
+    """Float tensor of images (uint8 → [0, 1], NHWC → NCHW, optional normalisation) or features."""
+    X = np.asarray(X)
+    if X.ndim == 2:
+        return torch.as_tensor(X, dtype=torch.float32)
+    if X.ndim == 3:
+        X = X[..., None]
+    if X.ndim != 4:
+        raise ConfigError(f"images must be (n, H, W) or (n, H, W, C), got shape {X.shape}")
+    t = torch.as_tensor(X).permute(0, 3, 1, 2).float()
+    if X.dtype == np.uint8:
+        t = t / 255.0
+    if mean is not None:
+        m = torch.as_tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+        s = torch.as_tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+        t = (t - m) / s
+    return t.contiguous()
+
+
+def random_crop_flip(batch: torch.Tensor, generator: torch.Generator | None = None, pad: int = 4) -> torch.Tensor:
+    """RandomCrop(pad) + horizontal flip for a batch (N, C, H, W), vectorised (works on CPU and GPU)."""
+    n, _, h, w = batch.shape
+    padded = F.pad(batch, (pad, pad, pad, pad), mode="constant", value=0.0)
+    dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(batch.device)
+    dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(batch.device)
+    rows = (dy[:, None] + torch.arange(h, device=batch.device)[None, :])  # (n, h)
+    cols = (dx[:, None] + torch.arange(w, device=batch.device)[None, :])  # (n, w)
+    flip = torch.rand(n, generator=generator).to(batch.device) < 0.5
+    cols = torch.where(flip[:, None], cols.flip(1), cols)
+    idx_n = torch.arange(n, device=batch.device)[:, None, None]
+    out = padded.permute(0, 2, 3, 1)[idx_n, rows[:, :, None], cols[:, None, :]]  # (n, h, w, C)
+    return out.permute(0, 3, 1, 2).contiguous()
+
+
+def _use_amp(amp: str | bool, device: torch.device) -> bool:
+    if amp == "auto":
+        return device.type == "cuda"
+    return bool(amp) and device.type == "cuda"
+
+
+def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float = 0.0, momentum: float = 0.9):
+    if name == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    if name == "adam":
+        return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    if name == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    raise unknown_choice("optimizer", name, ["sgd", "adam", "adamw"])
+
+
+def train_epoch(
+    model: nn.Module,
+    X: torch.Tensor,
+    targets: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    *,
+    batch_size: int,
+    generator: torch.Generator,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = F.cross_entropy,
+    augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
+    scaler: torch.amp.GradScaler | None = None,
+    drop_last: bool = False,
+) -> float:
+    """One pass over (X, targets) in shuffled mini-batches; returns the mean training loss.
+
+    ``X`` and ``targets`` may already live on the model's device (fastest for small data sets).
+    """
+    device = next(model.parameters()).device
+    model.train()
+    order = torch.randperm(len(X), generator=generator)
+    stop = len(X) - len(X) % batch_size if drop_last and len(X) >= batch_size else len(X)
+    total, count = 0.0, 0
+    for start in range(0, stop, batch_size):
+        idx = order[start : start + batch_size]
+        xb, tb = X[idx].to(device, non_blocking=True), targets[idx].to(device, non_blocking=True)
+        if augment is not None:
+            xb = augment(xb, generator)
+        with torch.autocast(device.type, dtype=torch.float16, enabled=scaler is not None and scaler.is_enabled()):
+            loss = loss_fn(model(xb), tb)
+        optimizer.zero_grad(set_to_none=True)
+        if scaler is not None and scaler.is_enabled():
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        total += float(loss.detach()) * len(idx)
+        count += len(idx)
+    return total / max(count, 1)
+
+
+@torch.no_grad()
+def predict_logits(model: nn.Module, X: torch.Tensor, *, batch_size: int = 512) -> torch.Tensor:
+    """Logits (n, K) in eval mode, on the CPU."""
+    device = next(model.parameters()).device
+    model.eval()
+    out = [model(X[i : i + batch_size].to(device)).float().cpu() for i in range(0, len(X), batch_size)]
+    return torch.cat(out) if out else torch.empty(0)
+
+
+def predict_proba(model: nn.Module, X: torch.Tensor, *, batch_size: int = 512) -> np.ndarray:
+    """Softmax probabilities (n, K) as a numpy array."""
+    return torch.softmax(predict_logits(model, X, batch_size=batch_size), dim=1).numpy()
+
+
+def per_sample_loss(model: nn.Module, X: torch.Tensor, y, *, batch_size: int = 512) -> np.ndarray:
+    """Cross-entropy of each item (n,) in eval mode."""
+    logits = predict_logits(model, X, batch_size=batch_size)
+    return F.cross_entropy(logits, torch.as_tensor(np.asarray(y)).long(), reduction="none").numpy()
+
+
+def accuracy(model: nn.Module, X: torch.Tensor, y) -> float:
+    return float((predict_logits(model, X).argmax(1).numpy() == np.asarray(y)).mean())
+
+
+def fit(
+    model: nn.Module,
+    X: torch.Tensor,
+    y,
+    *,
+    epochs: int,
+    lr: float,
+    batch_size: int = 128,
+    optimizer: str = "sgd",
+    weight_decay: float = 5e-4,
+    momentum: float = 0.9,
+    cosine: bool = True,
+    augment=None,
+    device: str | torch.device = "auto",
+    amp: str | bool = "auto",
+    seed: int = 0,
+    eval_sets: dict[str, tuple[torch.Tensor, np.ndarray]] | None = None,
+    desc: str = "train",
+) -> pd.DataFrame:
+    """Train with cross-entropy on hard labels; returns a history (epoch, train_loss, <name>_acc ...)."""
+    device = select_device(device) if not isinstance(device, torch.device) else device
+    model.to(device)
+    targets = torch.as_tensor(np.asarray(y)).long()
+    opt = make_optimizer(model, optimizer, lr, weight_decay, momentum)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs) if cosine else None
+    scaler = torch.amp.GradScaler("cuda", enabled=_use_amp(amp, device))
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    bar = progress(range(epochs), desc=desc)
+    for epoch in bar:
+        loss = train_epoch(model, X, targets, opt, batch_size=batch_size, generator=gen, augment=augment, scaler=scaler)
+        if sched is not None:
+            sched.step()
+        row = {"epoch": epoch, "train_loss": loss}
+        for name, (Xe, ye) in (eval_sets or {}).items():
+            row[f"{name}_acc"] = accuracy(model, Xe, ye)
+        rows.append(row)
+        bar.set_postfix({k: round(v, 4) for k, v in row.items() if k != "epoch"})
+    return pd.DataFrame(rows)

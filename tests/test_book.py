@@ -1,0 +1,67 @@
+"""Book assembly from a manifest: pages, table of contents, scorecard."""
+import json
+import shutil
+
+import nbformat
+import pandas as pd
+import yaml
+
+from shared.book import BOOK, assemble, markdown_table, notebook_status, prepare_notebook
+
+
+def test_markdown_table_formats_numbers_and_escapes_pipes():
+    table = markdown_table(pd.DataFrame({"a": [22500.0, 0.12345], "b": ["x|y", None]}))
+    assert "| 22500 | x\\|y |" in table and "| 0.1235 | — |" in table
+
+
+def test_prepare_notebook_replaces_injected_parameters(tmp_path):
+    cells = [nbformat.v4.new_code_cell('profile = "smoke"'), nbformat.v4.new_code_cell('profile = "full"\nout_dir = "/abs"')]
+    cells[0].metadata["tags"] = ["parameters"]
+    cells[1].metadata["tags"] = ["injected-parameters"]
+    (tmp_path / "in.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook(cells=cells)))
+    record = {"parameters": {"profile": "full", "out_dir": "/abs"}, "wall_s": 1.5, "peak_rss_mb": 99}
+    prepare_notebook(tmp_path / "in.ipynb", tmp_path / "out.ipynb", record)
+    out = json.loads((tmp_path / "out.ipynb").read_text())
+    assert "hide-input" in out["cells"][0]["metadata"]["tags"]
+    note = "".join(out["cells"][1]["source"])
+    assert out["cells"][1]["cell_type"] == "markdown" and "profile='full'" in note and "/abs" not in note
+
+
+def test_assemble_writes_toc_scorecard_and_pages(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("NOISY_RUNS_DIR", str(runs))
+    out_dir = runs / "smoke" / "ciln" / "01_benchmark"
+    out_dir.mkdir(parents=True)
+    pd.DataFrame({"item": ["Table I"], "dataset": ["MNIST"], "metric": ["voters"], "paper": [4], "ours": [4],
+                  "diff": [0], "source": ["paper"]}).to_csv(out_dir / "comparison.csv", index=False)
+    (out_dir / "claims.json").write_text(json.dumps([{"claim": "c", "holds": False, "detail": "d"}]))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title")])
+    (runs / "smoke" / "ciln" / "01_benchmark.ipynb").write_text(nbformat.writes(nb))
+    record = {"status": "ok", "output_notebook": "ciln/01_benchmark.ipynb", "out_dir": "ciln/01_benchmark",
+              "parameters": {"profile": "smoke"}, "wall_s": 1, "peak_rss_mb": 1}
+    (runs / "smoke" / "manifest.json").write_text(json.dumps({"notebooks": {"ciln/01_benchmark.ipynb": record}}))
+    book = tmp_path / "book"
+    book.mkdir()
+    for name in ("_config.yml", "intro.md", "running.md"):
+        shutil.copy(BOOK / name, book / name)
+    assemble("smoke", book)
+    toc = yaml.safe_load((book / "_toc.yml").read_text())
+    chapters = toc["parts"][1]["chapters"]
+    assert chapters[0] == {"file": "papers/ciln/index", "sections": [{"file": "papers/ciln/01_benchmark"}]}
+    assert [c["file"] for c in chapters[1:]] == [f"papers/{p}/index" for p in ("benchmark_n", "lnlfn", "plench", "noisywikihow")]
+    scorecard = (book / "scorecard.md").read_text()
+    assert "| [ciln](papers/ciln/index.md) | 10 | 1 | 0 | 9 | 1/1 | 0/1 |" in scorecard
+    assert "| c | **no** | d |" in scorecard
+    index = (book / "papers" / "ciln" / "index.md").read_text()
+    assert "| Table I |" in index and "[01_benchmark](01_benchmark.ipynb) | ok |" in index
+    assert "| Fig. 1 |" in index and "| missing |" in index
+
+
+def test_status_of_items():
+    from shared.paths import paper_dir
+
+    folder = paper_dir("ciln")
+    assert notebook_status("ciln", None, {}, folder) == "missing"
+    assert notebook_status("ciln", "99_none.ipynb", {}, folder) == "missing"
+    assert notebook_status("ciln", "01_benchmark.ipynb", {}, folder) == "not run"
+    assert notebook_status("ciln", "01_benchmark.ipynb", {"ciln/01_benchmark.ipynb": {"status": "failed"}}, folder) == "failed"

@@ -1,0 +1,60 @@
+"""Every paper notebook executed in the smoke profile (through the batch runner), then the book built.
+
+The batch writes to runs/smoke like `make book`, so notebooks that are up to date there are not re-run.
+"""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from shared.book import BOOK
+from shared.paths import PAPERS, REPO_ROOT, runs_dir
+from shared.run import discover
+
+pytestmark = pytest.mark.notebooks
+NOTEBOOKS = [f"{p.parent.name}/{p.name}" for p in discover(list(PAPERS))]
+
+
+@pytest.fixture(scope="session")
+def smoke_run():
+    result = subprocess.run([sys.executable, "-m", "shared.run", "--profile", "smoke", "--jobs", "2"],
+                            cwd=REPO_ROOT, capture_output=True, text=True)
+    manifest = json.loads((runs_dir("smoke") / "manifest.json").read_text())
+    return result, manifest["notebooks"]
+
+
+@pytest.mark.parametrize("key", NOTEBOOKS)
+def test_notebook_runs_in_smoke_profile(smoke_run, key):
+    result, records = smoke_run
+    record = records[key]
+    assert record["status"] == "ok", f"{key} failed: {record['error']}\n{result.stderr[-3000:]}"
+    assert {"report.json", "claims.json", "comparison.csv"} <= set(record["outputs"]), \
+        "every notebook ends with report.finish() (paper vs ours and claims)"
+    assert any(o.endswith(".png") for o in record["outputs"]) and any(o.endswith(".svg") for o in record["outputs"])
+
+
+def claims(key):
+    folder = runs_dir("smoke") / key.replace(".ipynb", "")
+    return {c["claim"]: c for c in json.loads((folder / "claims.json").read_text())}
+
+
+def test_ciln_benchmark_faithfulness(smoke_run):
+    """Spec §7.3: noise rises with severity, clean-start noise is lower, MNIST's filter drops mild settings."""
+    found = claims("ciln/01_benchmark.ipynb")
+    for statement in ("Noise rate grows with severity (severity 5 above severity 1) for most corruptions",
+                      "Clean-start (CILN-C) noise rates are below the standard (CILN-S) ones",
+                      "Some MNIST settings are too mild to release"):
+        assert found[statement]["holds"], found[statement]
+
+
+def test_book_builds_with_chapters_scorecard_and_executed_notebooks(smoke_run):
+    subprocess.run([sys.executable, "-m", "shared.book", "--profile", "smoke"], cwd=REPO_ROOT, check=True)
+    html = BOOK / "_build" / "html"
+    assert "intro.html" in (html / "index.html").read_text()  # index.html redirects to the landing page
+    index = (html / "intro.html").read_text()
+    for paper in PAPERS:
+        assert f"papers/{paper}/index.html" in index
+    assert "scorecard.html" in index
+    page = (html / "papers" / "ciln" / "01_benchmark.html").read_text()
+    assert "Paper vs ours" in page and "<img" in page

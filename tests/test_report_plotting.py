@@ -1,0 +1,60 @@
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from shared.errors import ConfigError  # noqa: E402
+from shared.plotting import save_figure, set_style  # noqa: E402
+from shared.report import NotebookReport, compare_with_paper, reported  # noqa: E402
+
+PAPER = pd.DataFrame({
+    "item": ["T1"] * 4, "dataset": ["A", "A", "B", "B"], "metric": ["acc", "n", "acc", "n"],
+    "value": [0.9, 100, 0.8, 200], "source": "paper",
+})
+
+
+def test_compare_puts_every_paper_number_beside_ours():
+    ours = pd.DataFrame({"dataset": ["A", "B"], "metric": ["acc", "acc"], "value": [0.85, 0.8], "ours_on": "x"})
+    table = compare_with_paper(ours, PAPER, on=["dataset"])
+    assert list(table.columns[:6]) == ["item", "dataset", "metric", "paper", "ours", "diff"]
+    assert len(table) == 2  # only the metrics we computed
+    assert np.allclose(table["diff"], [-0.05, 0.0])
+    partial = compare_with_paper(ours.iloc[:1], PAPER, on=["dataset"])
+    assert partial["ours"].isna().tolist() == [False, True]  # a paper number we did not compute shows NaN
+    with pytest.raises(ConfigError, match="need a 'dataset' column"):
+        compare_with_paper(ours.drop(columns="dataset"), PAPER, on=["dataset"])
+
+
+def test_notebook_report_writes_comparison_claims_and_summary(tmp_path, monkeypatch):
+    report = NotebookReport("ciln", "01_benchmark", tmp_path, "smoke")
+    ours = pd.DataFrame({"dataset": ["CIFAR10"], "metric": ["voters"], "value": [4]})
+    table = report.compare(ours, "table1", on=["dataset"])
+    assert table["paper"].tolist() == [4, 4, 5]  # every dataset's voter count ...
+    assert table["ours"].notna().tolist() == [True, False, False]  # ... ours only where we computed it
+    assert table["diff"].iloc[0] == 0
+    report.claim("a", True)
+    report.claim("b", False, "why")
+    claims = report.finish()
+    assert claims["holds"].tolist() == [True, False]
+    summary = json.loads((tmp_path / "report.json").read_text())
+    assert summary["claims_holding"] == 1 and summary["paper_numbers_with_ours"] == 1
+    assert len(pd.read_csv(tmp_path / "comparison.csv")) == 3
+
+
+def test_reported_numbers_errors():
+    with pytest.raises(ConfigError, match="no reported numbers"):
+        reported("ciln", "table99")
+
+
+def test_save_figure_writes_png_and_svg(tmp_path):
+    set_style()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    paths = save_figure(fig, tmp_path / "sub" / "line")
+    assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 1000 for p in paths)
+    assert paths[0].read_bytes()[:4] == b"\x89PNG"
