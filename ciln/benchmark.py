@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ciln import corruptions as corruption_module
+from ciln import measures
 from ciln import voters as voters_module
 from ciln.corruptions import CORRUPTIONS, corrupt, domain_of, get_corruption
 from ciln.splits import SPLIT_NAMES, gu_five_way_split
@@ -81,14 +82,25 @@ class Benchmark:
     def noise_rate(self, setting: Setting | None = None, clean_start: bool = False) -> float:
         """delta = mean over rows of (1 - vote share of the true class) = mean per-voter error."""
         mask = self.clean_start_mask() if clean_start else np.ones(len(self.y), bool)
-        shares = self.vote_shares(setting)[mask]
-        return float(np.mean(1 - shares[np.arange(len(shares)), self.y[mask]]))
+        return measures.noise_rate(self.vote_shares(setting)[mask], self.y[mask])
 
     def sampled_labels(self, setting: Setting | None, seed: int = 0) -> np.ndarray:
         """Hard labels by the PL-IDN protocol: one voter per row, uniformly (``default_rng(seed).integers``)."""
         votes = self.votes(setting)
         pick = np.random.default_rng(seed).integers(0, votes.shape[1], len(votes))
         return votes[np.arange(len(votes)), pick]
+
+    def label_shares(self, setting: Setting | None, seed: int = 0) -> np.ndarray:
+        """Share of rows per class (K,): true labels for ``None`` (clean), else sampled labels."""
+        labels = self.y if setting is None else self.sampled_labels(setting, seed)
+        return measures.class_shares(labels, self.num_classes)
+
+    def level_shares(self, corruption: str, seed: int = 0) -> dict[str, np.ndarray]:
+        """Label shares of the clean rows and of each severity of ``corruption`` ({"clean": (K,), "1": ...})."""
+        levels = sorted(s for c, s in self.settings if c == corruption)
+        if not levels:
+            raise ConfigError(f"{corruption!r} is not among this benchmark's settings")
+        return {"clean": self.label_shares(None), **{str(s): self.label_shares((corruption, s), seed) for s in levels}}
 
     def summary(self) -> pd.DataFrame:
         """One row per setting: corruption, family, severity, noise rate (CILN-S and CILN-C)."""
@@ -171,6 +183,27 @@ def generate_benchmark(
     sizes = {k: len(v) for k, v in splits.items()} | {"test": len(ds.test.y)}
     names = [v.name for v in voters]
     return Benchmark(ds.name, domain, ds.classes, split, names, y, clean, probs, accuracy, sizes, ds.source)
+
+
+def load_benchmarks(cfg, names=None, *, corruptions="all", split: str = "nlt", data_dir=None,
+                    device="auto") -> dict[str, Benchmark]:
+    """Benchmarks of the paper datasets ``names`` (default: all of ``cfg.datasets``) with a notebook's settings.
+
+    ``cfg`` holds ``datasets`` (paper name -> dataset), ``pools``, ``severities``, ``master_seed`` and
+    ``voter_seed`` (see ciln/profiles.yaml); ``corruptions`` is "all", a list, or a dict per paper name.
+    """
+    names = list(cfg.datasets) if names is None else list(names)
+    unknown = [n for n in names if n not in cfg.datasets]
+    if unknown:
+        raise ConfigError(f"unknown paper dataset(s) {unknown}; configured: {', '.join(cfg.datasets)}")
+    return {
+        name: generate_benchmark(
+            cfg.datasets[name], pool=cfg.pools[name], severities=cfg.severities, master_seed=cfg.master_seed,
+            voter_seed=cfg.voter_seed, corruptions=corruptions.get(name, "all") if isinstance(corruptions, dict) else corruptions,
+            split=split, data_dir=data_dir, device=device,
+        )
+        for name in names
+    }
 
 
 def release_filter(bench: Benchmark, min_noise: float = 0.05, relative_to_clean: bool = False,

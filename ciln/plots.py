@@ -32,3 +32,40 @@ def severity_bars(ax, table: pd.DataFrame, value: str, *, paper: pd.DataFrame | 
     ax.set_xticks(np.arange(len(corruptions)), [c.replace("_", " ") for c in corruptions], rotation=35, ha="right")
     ax.set_ylabel(ylabel)
     ax.set_title(title, loc="left")
+
+
+LEVEL_COLORS = {"clean": "#bdbdbd", "1": SEVERITY_COLORS[1], "3": SEVERITY_COLORS[3], "5": SEVERITY_COLORS[5]}
+
+
+def class_share_bars(ax, shares: dict[str, np.ndarray], classes, *, title: str = "") -> None:
+    """Grouped bars of label shares (%) per class; ``shares`` maps a level ("clean", "1", ...) to (K,)."""
+    width = 0.8 / len(shares)
+    for j, (level, values) in enumerate(shares.items()):
+        x = np.arange(len(classes)) + (j - (len(shares) - 1) / 2) * width
+        ax.bar(x, 100 * np.asarray(values), width, color=LEVEL_COLORS.get(level), label=level if level == "clean" else f"level {level}")
+    ax.set_xticks(np.arange(len(classes)), classes, rotation=30 if max(map(len, classes)) > 3 else 0)
+    ax.set_ylabel("share of rows (%)")
+    ax.set_title(title, loc="left")
+
+
+def sorted_profiles(ax, shares: dict[str, np.ndarray], entropies: dict[str, float], *, title: str = "",
+                    paper: dict[str, np.ndarray] | None = None) -> None:
+    """Class shares sorted by rank, one filled PCHIP curve per level; legend with the label entropy (bits)."""
+    from scipy.interpolate import PchipInterpolator
+
+    for level, values in shares.items():
+        ranked = 100 * np.sort(np.asarray(values))[::-1]
+        ranks = np.arange(1, len(ranked) + 1)
+        fine = np.linspace(1, len(ranked), 200)
+        curve = PchipInterpolator(ranks, ranked)(fine)
+        name = "clean" if level == "clean" else f"level {level}"
+        ax.plot(fine, curve, color=LEVEL_COLORS.get(level), label=f"{name} (H = {entropies[level]:.3f})")
+        ax.fill_between(fine, curve, color=LEVEL_COLORS.get(level), alpha=0.25)
+        ax.scatter(ranks, ranked, s=10, color=LEVEL_COLORS.get(level))
+    for level, values in (paper or {}).items():
+        ranked = 100 * np.asarray(values)
+        ax.scatter(np.arange(1, len(ranked) + 1), ranked, marker="D", s=14, color=PAPER_COLOR,
+                   label=f"paper, level {level}", zorder=4)
+    ax.set_xlabel("class frequency rank")
+    ax.set_ylabel("share (%)")
+    ax.set_title(title, loc="left")

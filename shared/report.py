@@ -61,11 +61,20 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, on: list[str] | 
     right = ours[keys + ["value"] + (["ours_on"] if "ours_on" in ours.columns else [])].rename(columns={"value": "ours"})
     for frame in (left, right):
         for col in on:
-            frame[col] = frame[col].astype(str)
+            frame[col] = frame[col].map(_key_text)
     merged = left.merge(right, on=keys, how="left")
     merged["diff"] = pd.to_numeric(merged["ours"], errors="coerce") - pd.to_numeric(merged["paper"], errors="coerce")
     front = ["item"] + keys + ["paper", "ours", "diff"]
     return merged[front + [c for c in merged.columns if c not in front]]
+
+
+def _key_text(value) -> str:
+    """A key value as text that matches across CSV and code: 3, 3.0 and "3" all become "3"; NaN becomes ""."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
 
 
 class NotebookReport:
