@@ -111,6 +111,32 @@ class Benchmark:
         return pd.DataFrame(rows)
 
 
+def nth_table(bench: Benchmark, sims: int = 5) -> pd.DataFrame:
+    """Per setting: noise rate, nth, its analytic and simulated CCN floors and the gap, for CILN-S and -C.
+
+    Vote shares are used throughout, as for the paper's numbers; ``nth_mean_softmax`` is nth of the
+    paper's Eq. (1) soft label instead, for comparison.
+    """
+    mask = bench.clean_start_mask()
+    M = len(bench.voters)
+    rows = []
+    for setting in bench.settings:
+        row = {"corruption": setting[0], "severity": setting[1]}
+        for suffix, keep in (("", slice(None)), ("_C", mask)):
+            shares, y = bench.vote_shares(setting)[keep], bench.y[keep]
+            row[f"noise_rate{suffix}"] = measures.noise_rate(shares, y)
+            row[f"nth{suffix}"] = measures.nth(shares, y)
+            row[f"floor_analytic{suffix}"] = measures.ccn_floor_analytic(shares, y, M)
+            row[f"floor_simulated{suffix}"] = measures.ccn_floor_simulated(shares, y, M, sims)
+            row[f"gap{suffix}"] = row[f"nth{suffix}"] - row[f"floor_simulated{suffix}"]
+        row["nth_mean_softmax"] = measures.nth(bench.mean_softmax(setting), bench.y)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    family = {name: spec.family for name, spec in CORRUPTIONS[bench.domain].items()}
+    table.insert(1, "family", table["corruption"].map(family))
+    return table
+
+
 def resolve_corruptions(domain: str, corruptions) -> list[str]:
     if corruptions in (None, "all"):
         return list(CORRUPTIONS[domain])

@@ -69,3 +69,28 @@ def sorted_profiles(ax, shares: dict[str, np.ndarray], entropies: dict[str, floa
     ax.set_xlabel("class frequency rank")
     ax.set_ylabel("share (%)")
     ax.set_title(title, loc="left")
+
+
+def family_bars(ax, table: pd.DataFrame, value: str, corruptions, *, floor: str | None = None,
+                paper: pd.DataFrame | None = None, ylabel: str = "", title: str = "") -> None:
+    """Bars grouped by severity level (x), one bar per corruption; optional floor ticks and paper diamonds.
+
+    ``table`` has columns corruption, severity and ``value`` (and ``floor``); ``paper`` has corruption,
+    severity and value.
+    """
+    levels = sorted(table["severity"].unique())
+    width = 0.8 / len(corruptions)
+    palette = ["#0173b2", "#de8f05", "#029e73", "#cc78bc", "#ca9161"]
+    for j, corruption in enumerate(corruptions):
+        part = table[table["corruption"] == corruption].set_index("severity").reindex(levels)
+        x = np.arange(len(levels)) + (j - (len(corruptions) - 1) / 2) * width
+        ax.bar(x, part[value], width, color=palette[j % len(palette)], label=corruption.replace("_", " "))
+        if floor is not None:
+            ax.scatter(x, part[floor], marker="_", s=80, color="black", zorder=3,
+                       label="CCN floor" if j == 0 else None)
+        if paper is not None:
+            ref = paper[paper["corruption"] == corruption].set_index("severity").reindex(levels)["value"]
+            ax.scatter(x, ref, marker="D", s=14, color=PAPER_COLOR, zorder=4, label="paper" if j == 0 else None)
+    ax.set_xticks(np.arange(len(levels)), [f"level {s}" for s in levels])
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, loc="left")
