@@ -102,6 +102,23 @@ class Benchmark:
             raise ConfigError(f"{corruption!r} is not among this benchmark's settings")
         return {"clean": self.label_shares(None), **{str(s): self.label_shares((corruption, s), seed) for s in levels}}
 
+    def flip_examples(self, corruption: str, n: int = 1, low: int = 1, high: int = 5) -> np.ndarray:
+        """Rows whose majority vote is right at severity ``low`` and wrong at ``high`` (Fig. 1's examples).
+
+        Rows voted into the setting's attractor class come first, then by the share of that wrong vote.
+        """
+        from ciln.measures import attractor, majority_vote
+
+        right = majority_vote(self.votes((corruption, low)), self.num_classes) == self.y
+        wrong_votes = majority_vote(self.votes((corruption, high)), self.num_classes)
+        candidates = np.flatnonzero(right & (wrong_votes != self.y))
+        if len(candidates) == 0:
+            return np.argsort(self.vote_shares((corruption, high))[np.arange(len(self.y)), self.y])[:n]
+        attract = attractor(self.votes((corruption, high)), self.y, self.num_classes).cls
+        shares = self.vote_shares((corruption, high))[candidates, wrong_votes[candidates]]
+        order = np.lexsort((-shares, wrong_votes[candidates] != attract))
+        return candidates[order[:n]]
+
     def summary(self) -> pd.DataFrame:
         """One row per setting: corruption, family, severity, noise rate (CILN-S and CILN-C)."""
         family = {name: spec.family for name, spec in CORRUPTIONS[self.domain].items()}
@@ -183,10 +200,7 @@ def generate_benchmark(
         get_corruption(domain, c, s)
     splits = gu_five_way_split(ds.train.y)
     voters = train_pool(ds, pool, splits, seed=voter_seed, device=device, cache=cache)
-    X_all, y_all = (ds.train.X, ds.train.y) if split == "nlt" else (ds.test.X, ds.test.y)
-    rows = splits["nlt"] if split == "nlt" else np.arange(len(y_all))
-    X = X_all.iloc[rows].reset_index(drop=True) if isinstance(X_all, pd.DataFrame) else X_all[rows]
-    y = y_all[rows]
+    X, y = split_rows(ds, split)
     reference = ds.train.X.iloc[splits["clt"]] if isinstance(ds.train.X, pd.DataFrame) else None
 
     def predict(inputs) -> np.ndarray:
@@ -209,6 +223,15 @@ def generate_benchmark(
     sizes = {k: len(v) for k, v in splits.items()} | {"test": len(ds.test.y)}
     names = [v.name for v in voters]
     return Benchmark(ds.name, domain, ds.classes, split, names, y, clean, probs, accuracy, sizes, ds.source)
+
+
+def split_rows(ds: Dataset, split: str):
+    """Inputs and labels of a benchmark split: the NLT rows of the Gu split, or the official test split."""
+    if split == "test":
+        return ds.test.X, ds.test.y
+    rows = gu_five_way_split(ds.train.y)["nlt"]
+    X = ds.train.X.iloc[rows].reset_index(drop=True) if isinstance(ds.train.X, pd.DataFrame) else ds.train.X[rows]
+    return X, ds.train.y[rows]
 
 
 def load_benchmarks(cfg, names=None, *, corruptions="all", split: str = "nlt", data_dir=None,
