@@ -154,6 +154,31 @@ def nth_table(bench: Benchmark, sims: int = 5) -> pd.DataFrame:
     return table
 
 
+def tv_table(bench: Benchmark, reference_counts: np.ndarray, *, n_votes: int = 4, n_boot: int = 50) -> pd.DataFrame:
+    """Per setting: TV to the human reference with its symmetric and CCN baselines, CILN-S and CILN-C.
+
+    ``bench`` must be on the test split, aligned with ``reference_counts`` (n, K); CILN-C restricts both
+    to the test rows every voter gets right before corruption.
+    """
+    if bench.split != "test" or len(reference_counts) != len(bench.y):
+        raise ConfigError("TV needs a test-split benchmark aligned with the reference counts")
+    mask = bench.clean_start_mask()
+    rows = []
+    for setting in bench.settings:
+        row = {"corruption": setting[0], "severity": setting[1]}
+        for suffix, keep in (("", slice(None)), ("_C", mask)):
+            result = measures.tv_to_reference(bench.vote_shares(setting)[keep], bench.y[keep], reference_counts[keep],
+                                              n_votes=n_votes, n_boot=n_boot)
+            row.update({f"noise_rate_test{suffix}": result.noise_rate, f"tv{suffix}": result.tv,
+                        f"tv_ci95{suffix}": result.tv_ci95, f"tv_sym{suffix}": result.tv_symmetric,
+                        f"tv_ccn{suffix}": result.tv_ccn})
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    family = {name: spec.family for name, spec in CORRUPTIONS[bench.domain].items()}
+    table.insert(1, "family", table["corruption"].map(family))
+    return table
+
+
 def resolve_corruptions(domain: str, corruptions) -> list[str]:
     if corruptions in (None, "all"):
         return list(CORRUPTIONS[domain])

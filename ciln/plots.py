@@ -72,7 +72,8 @@ def sorted_profiles(ax, shares: dict[str, np.ndarray], entropies: dict[str, floa
 
 
 def family_bars(ax, table: pd.DataFrame, value: str, corruptions, *, floor: str | None = None,
-                paper: pd.DataFrame | None = None, ylabel: str = "", title: str = "") -> None:
+                floor_label: str = "CCN floor", paper: pd.DataFrame | None = None, ylabel: str = "",
+                title: str = "") -> None:
     """Bars grouped by severity level (x), one bar per corruption; optional floor ticks and paper diamonds.
 
     ``table`` has columns corruption, severity and ``value`` (and ``floor``); ``paper`` has corruption,
@@ -87,7 +88,7 @@ def family_bars(ax, table: pd.DataFrame, value: str, corruptions, *, floor: str 
         ax.bar(x, part[value], width, color=palette[j % len(palette)], label=corruption.replace("_", " "))
         if floor is not None:
             ax.scatter(x, part[floor], marker="_", s=80, color="black", zorder=3,
-                       label="CCN floor" if j == 0 else None)
+                       label=floor_label if j == 0 else None)
         if paper is not None:
             ref = paper[paper["corruption"] == corruption].set_index("severity").reindex(levels)["value"]
             ax.scatter(x, ref, marker="D", s=14, color=PAPER_COLOR, zorder=4, label="paper" if j == 0 else None)

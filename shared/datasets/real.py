@@ -29,7 +29,8 @@ ADULT_CATEGORICAL = (
 )
 
 
-def _missing(what: str, expected: list[Path], how: str) -> DataNotFoundError:
+def missing_data_error(what: str, expected: list[Path], how: str) -> DataNotFoundError:
+    """A DataNotFoundError listing the paths looked at, how to get the data and how to run without it."""
     paths = "\n  ".join(str(p) for p in expected)
     return DataNotFoundError(
         f"{what} not found. Looked for:\n  {paths}\n{how}\n"
@@ -76,7 +77,7 @@ def load_cifar10(data_dir=None) -> Dataset:
     candidates = [root / "cifar-10-batches-py", root / "cifar10" / "cifar-10-batches-py", root / "cifar10"]
     folder = _first_existing(candidates, CIFAR10_FILES)
     if folder is None:
-        raise _missing(
+        raise missing_data_error(
             "CIFAR-10",
             [c / "data_batch_1" for c in candidates],
             "Download 'CIFAR-10 python version' (cifar-10-python.tar.gz) from https://www.cs.toronto.edu/~kriz/cifar.html "
@@ -118,7 +119,7 @@ def load_mnist(data_dir=None) -> Dataset:
     candidates = [root / "MNIST" / "raw", root / "mnist", root]
     folder = _first_existing(candidates, list(MNIST_FILES.values()))
     if folder is None:
-        raise _missing(
+        raise missing_data_error(
             "MNIST",
             [c / MNIST_FILES["train_images"] for c in candidates],
             "Put the four IDX files (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], t10k-...) there, "
@@ -157,7 +158,7 @@ def load_adult(data_dir=None, drop_missing: bool = True) -> Dataset:
     candidates = [root / "adult", root]
     folder = _first_existing(candidates, ["adult.data", "adult.test"])
     if folder is None:
-        raise _missing(
+        raise missing_data_error(
             "Adult",
             [c / "adult.data" for c in candidates],
             "Download adult.data and adult.test from https://archive.ics.uci.edu/dataset/2/adult.",

@@ -1,0 +1,129 @@
+"""The references CILN is compared with: human labels (CIFAR-10H) and the PL-IDN benchmark.
+
+- ``cifar10h_counts``: the real CIFAR-10H annotation counts (10,000 x 10, aligned with the CIFAR-10 test
+  split), read from ``<data_dir>/cifar10h/cifar10h-counts.npy`` (CC BY-NC-SA 4.0; never vendored here).
+- ``pseudo_human_counts``: the offline stand-in. Each of ``annotators`` linear classifiers is trained on a
+  random 60 % of the clean training rows (CLT and CLV) and recognises an item outright with the
+  probability that brings its error down to ``target_error``; counts are the votes per class.
+- ``fallible_rater_votes``: the offline PL-IDN stand-in (Gu et al.'s construction): for each tier, 10 MLP
+  raters trained on random subsets of the clean training rows, the subset size calibrated on NLV so that
+  the mean per-rater error is the tier's (PL-IDN: 10.8 / 19.4 / 47.8 %).
+
+Rater features are 64 principal components of the pixels (fitted on CLT). Votes and counts are cached.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.decomposition import PCA
+
+from ciln.splits import gu_five_way_split
+from ciln.voters import data_fingerprint
+from shared.cache import ArtifactCache
+from shared.datasets import Dataset
+from shared.datasets.real import missing_data_error
+from shared.errors import DataFormatError
+from shared.noise import raters as raters_module
+from shared.noise.raters import oracle_rate_for_error, pool_error, rater_pools_for_errors, train_rater_pool
+from shared.paths import data_dir as resolve_data_dir
+
+PLIDN_TIERS = {"L": 0.108, "M": 0.194, "H": 0.478}
+
+
+def cifar10h_counts(data_dir=None) -> np.ndarray:
+    """CIFAR-10H counts (10000, 10) int, from ``<data_dir>/cifar10h/cifar10h-counts.npy``."""
+    root = resolve_data_dir(data_dir)
+    candidates = [root / "cifar10h" / "cifar10h-counts.npy", root / "cifar10h-counts.npy"]
+    path = next((p for p in candidates if p.exists()), None)
+    if path is None:
+        raise missing_data_error("CIFAR-10H", candidates,
+                       "Download data/cifar10h-counts.npy from https://github.com/jcpeterson/cifar-10h.")
+    counts = np.load(path, allow_pickle=False)
+    if counts.ndim != 2 or counts.shape[1] != 10 or (counts < 0).any():
+        raise DataFormatError(f"{path}: expected non-negative counts of shape (10000, 10), got {counts.shape}")
+    return counts
+
+
+def _features(ds: Dataset, splits: dict) -> tuple[np.ndarray, np.ndarray]:
+    """PCA-64 features of the training pool and of the test split (PCA fitted on CLT)."""
+    flat = lambda X: np.asarray(X).reshape(len(X), -1).astype(np.float32) / 255.0  # noqa: E731
+    pca = PCA(64, random_state=0).fit(flat(ds.train.X[splits["clt"]]))
+    return pca.transform(flat(ds.train.X)), pca.transform(flat(ds.test.X))
+
+
+def _cached(kind: str, ds: Dataset, params: dict, build, cache: ArtifactCache | None):
+    cache = cache or ArtifactCache()
+    params = dict(params, dataset=ds.name, data=data_fingerprint(ds.train.X, ds.train.y),
+                  test=data_fingerprint(ds.test.X, ds.test.y))
+    return cache.get_or_build(kind, params, build, code=[raters_module, Path(__file__)])
+
+
+def pseudo_human_counts(ds: Dataset, *, annotators: int = 50, target_error: float = 0.075, seed: int = 0,
+                        cache: ArtifactCache | None = None) -> np.ndarray:
+    """Simulated human annotation counts (n_test, K) for the clean test images."""
+
+    def build():
+        splits = gu_five_way_split(ds.train.y)
+        train_f, test_f = _features(ds, splits)
+        pool_rows = np.concatenate([splits["clt"], splits["clv"]])
+        size = int(0.6 * len(pool_rows))
+        base = train_rater_pool(train_f[pool_rows], ds.train.y[pool_rows], annotators, subset_size=size,
+                                family="logreg", seed=seed)
+        model_error = pool_error(base, train_f[splits["nlv"]], ds.train.y[splits["nlv"]])
+        base.oracle_rate = oracle_rate_for_error(model_error, target_error)
+        votes = base.votes(test_f, ds.test.y)
+        counts = np.stack([np.bincount(v, minlength=len(ds.classes)) for v in votes])
+        return {"counts": counts, "model_error": np.array(model_error), "oracle_rate": np.array(base.oracle_rate)}
+
+    return _cached("ciln-pseudo-human", ds, {"annotators": annotators, "target_error": target_error, "seed": seed},
+                   build, cache)["counts"]
+
+
+def fallible_rater_votes(ds: Dataset, *, tiers: dict[str, float] = PLIDN_TIERS, n_raters: int = 10,
+                         items: str = "test", seed: int = 0, cache: ArtifactCache | None = None) -> dict[str, np.ndarray]:
+    """PL-IDN stand-in: votes (n_items, n_raters) per tier on the clean ``items`` ("test" or "nlt")."""
+
+    def build():
+        splits = gu_five_way_split(ds.train.y)
+        train_f, test_f = _features(ds, splits)
+        pool_rows = np.concatenate([splits["clt"], splits["clv"]])
+        target = test_f if items == "test" else train_f[splits["nlt"]]
+        pools = rater_pools_for_errors(train_f[pool_rows], ds.train.y[pool_rows], train_f[splits["nlv"]],
+                                       ds.train.y[splits["nlv"]], tiers, n_raters, family="mlp", seed=seed)
+        return {tier: pool.votes(target) for tier, pool in pools.items()}
+
+    return _cached("ciln-fallible-raters", ds, {"tiers": tiers, "n_raters": n_raters, "items": items, "seed": seed},
+                   build, cache)
+
+
+def votes_to_shares(votes: np.ndarray, num_classes: int) -> np.ndarray:
+    """(n, R) labels -> (n, K) vote shares."""
+    shares = np.zeros((len(votes), num_classes))
+    np.add.at(shares, (np.arange(len(votes))[:, None], votes), 1.0)
+    return shares / votes.shape[1]
+
+
+def tier_table(votes: dict[str, np.ndarray], y: np.ndarray, num_classes: int) -> pd.DataFrame:
+    """Per tier: realised per-rater noise rate of the fallible raters."""
+    return pd.DataFrame([{"tier": t, "noise_rate": float(np.mean(v != y[:, None]))} for t, v in votes.items()])
+
+
+def reference_counts(cfg, ds: Dataset, data_dir=None) -> np.ndarray:
+    """Human annotation counts for the test split: real CIFAR-10H or the pseudo-human stand-in (``cfg.reference``)."""
+    if cfg.reference == "cifar10h":
+        counts = cifar10h_counts(data_dir)
+        if len(counts) != len(ds.test.y):
+            raise DataFormatError(f"CIFAR-10H has {len(counts)} rows but the test split has {len(ds.test.y)}")
+        return counts
+    if cfg.reference == "pseudo_human":
+        return pseudo_human_counts(ds, **cfg.pseudo_human)
+    raise DataFormatError(f"unknown reference {cfg.reference!r}; use 'cifar10h' or 'pseudo_human'")
+
+
+def subsample_raters(votes: np.ndarray, n_votes: int, num_classes: int, seed: int = 0) -> np.ndarray:
+    """Vote shares from ``n_votes`` raters drawn without replacement for each item (to match a pool's size)."""
+    rng = np.random.default_rng(seed)
+    pick = np.argsort(rng.random(votes.shape), axis=1)[:, :n_votes]
+    return votes_to_shares(np.take_along_axis(votes, pick, axis=1), num_classes)
