@@ -130,6 +130,7 @@ def upsample_reference(counts: np.ndarray, y: np.ndarray, target_rate: float) ->
     count is multiplied by k = rate * sum_i h_i[y_i] / ((1 - rate) * sum_i sum_{c != y_i} h_ic).
     """
     counts = np.asarray(counts, dtype=np.float64)
+    target_rate = min(target_rate, 0.999)  # a reference with no right answers at all is undefined
     idx = np.arange(len(y))
     right = counts[idx, y]
     current = float(np.mean(1 - right / counts.sum(axis=1)))

@@ -4,9 +4,10 @@
   split), read from ``<data_dir>/cifar10h/cifar10h-counts.npy`` (CC BY-NC-SA 4.0; never vendored here).
 - ``pseudo_human_counts``: the offline stand-in. Each of ``annotators`` linear classifiers is trained on a
   random 60 % of the clean training rows (CLT and CLV) and recognises an item outright with the
-  probability that brings its error down to ``target_error``; counts are the votes per class.
+  probability that brings its error (measured on NLV and NLT, which no annotator trains on) down to
+  ``target_error``; counts are the votes per class.
 - ``fallible_rater_votes``: the offline PL-IDN stand-in (Gu et al.'s construction): for each tier, 10 MLP
-  raters trained on random subsets of the clean training rows, the subset size calibrated on NLV so that
+  raters trained on random subsets of the clean training rows, the subset size calibrated on NLV and NLT so that
   the mean per-rater error is the tier's (PL-IDN: 10.8 / 19.4 / 47.8 %).
 
 Rater features are 64 principal components of the pixels (fitted on CLT). Votes and counts are cached.
@@ -71,7 +72,8 @@ def pseudo_human_counts(ds: Dataset, *, annotators: int = 50, target_error: floa
         size = int(0.6 * len(pool_rows))
         base = train_rater_pool(train_f[pool_rows], ds.train.y[pool_rows], annotators, subset_size=size,
                                 family="logreg", seed=seed)
-        model_error = pool_error(base, train_f[splits["nlv"]], ds.train.y[splits["nlv"]])
+        held_out = np.concatenate([splits["nlv"], splits["nlt"]])  # rows the annotators never train on
+        model_error = pool_error(base, train_f[held_out], ds.train.y[held_out])
         base.oracle_rate = oracle_rate_for_error(model_error, target_error)
         votes = base.votes(test_f, ds.test.y)
         counts = np.stack([np.bincount(v, minlength=len(ds.classes)) for v in votes])
@@ -90,8 +92,9 @@ def fallible_rater_votes(ds: Dataset, *, tiers: dict[str, float] = PLIDN_TIERS, 
         train_f, test_f = _features(ds, splits)
         pool_rows = np.concatenate([splits["clt"], splits["clv"]])
         target = test_f if items == "test" else train_f[splits["nlt"]]
-        pools = rater_pools_for_errors(train_f[pool_rows], ds.train.y[pool_rows], train_f[splits["nlv"]],
-                                       ds.train.y[splits["nlv"]], tiers, n_raters, family="mlp", seed=seed)
+        held_out = np.concatenate([splits["nlv"], splits["nlt"]])  # rows the raters never train on
+        pools = rater_pools_for_errors(train_f[pool_rows], ds.train.y[pool_rows], train_f[held_out],
+                                       ds.train.y[held_out], tiers, n_raters, family="mlp", seed=seed)
         return {tier: pool.votes(target) for tier, pool in pools.items()}
 
     return _cached("ciln-fallible-raters", ds, {"tiers": tiers, "n_raters": n_raters, "items": items, "seed": seed},
