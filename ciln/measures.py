@@ -195,3 +195,25 @@ def tv_to_reference(shares: np.ndarray, y: np.ndarray, reference_counts: np.ndar
                          (ccn, _vote_shares_from_draws(ccn_votes, K))):
             store.append(0.5 * np.abs(p - ref).sum(axis=1).mean())
     return TVResult(float(np.mean(tv)), float(1.96 * np.std(tv)), float(np.mean(sym)), float(np.mean(ccn)), delta)
+
+
+def marginal_pca(marginals: dict[str, np.ndarray], reference: str, n_components: int = 2):
+    """PCA of class-marginal vectors (Fig. 7); returns (table, explained variance ratios).
+
+    ``marginals`` maps a name (setting, rater tier, reference) to its mean label distribution (K,). The
+    table has each name's principal-component coordinates, its Euclidean distance to ``reference`` in that
+    space and its rank by distance (the reference itself excluded).
+    """
+    import pandas as pd
+    from sklearn.decomposition import PCA
+
+    if reference not in marginals:
+        raise ConfigError(f"reference {reference!r} is not among the marginals")
+    names = list(marginals)
+    pca = PCA(n_components).fit(np.stack([marginals[n] for n in names]))
+    coords = pca.transform(np.stack([marginals[n] for n in names]))
+    table = pd.DataFrame(coords, columns=[f"PC{i + 1}" for i in range(n_components)], index=names)
+    table["distance"] = np.linalg.norm(coords - coords[names.index(reference)], axis=1)
+    others = table.drop(index=reference)
+    table["rank"] = others["distance"].rank(method="first").reindex(table.index)
+    return table, pca.explained_variance_ratio_

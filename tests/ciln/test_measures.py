@@ -81,3 +81,16 @@ def test_tv_protocol(rng):
     assert human_like.tv < human_like.tv_symmetric
     again = tv_to_reference(shares_from_votes(votes, K), y, humans, n_boot=5)
     assert again == human_like  # seeded bootstraps
+
+
+def test_marginal_pca_ranks_by_distance_to_the_reference():
+    from ciln.measures import marginal_pca
+
+    base = np.full(4, 0.25)
+    marginals = {"ref": base, "near": base + [0.01, -0.01, 0, 0], "far": base + [0.2, -0.2, 0, 0],
+                 "mid": base + [0, 0, 0.1, -0.1]}
+    table, ratios = marginal_pca(marginals, "ref")
+    assert table.loc[["near", "mid", "far"], "rank"].tolist() == [1, 2, 3] and np.isnan(table.loc["ref", "rank"])
+    assert table.loc["ref", "distance"] == 0 and ratios.sum() == pytest.approx(1.0)
+    with pytest.raises(ConfigError, match="reference 'humans' is not among"):
+        marginal_pca(marginals, "humans")
