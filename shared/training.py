@@ -42,16 +42,17 @@ def as_tensor(X: np.ndarray, mean: Sequence[float] | None = None, std: Sequence[
     return t.contiguous()
 
 
-def random_crop_flip(batch: torch.Tensor, generator: torch.Generator | None = None, pad: int = 4) -> torch.Tensor:
-    """RandomCrop(pad) + horizontal flip for a batch (N, C, H, W), vectorised (works on CPU and GPU)."""
+def random_crop_flip(batch: torch.Tensor, generator: torch.Generator | None = None, pad: int = 4,
+                     flip: bool = True) -> torch.Tensor:
+    """RandomCrop(pad) + horizontal flip (if ``flip``) for a batch (N, C, H, W), vectorised (CPU and GPU)."""
     n, _, h, w = batch.shape
     padded = F.pad(batch, (pad, pad, pad, pad), mode="constant", value=0.0)
     dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(batch.device)
     dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(batch.device)
     rows = (dy[:, None] + torch.arange(h, device=batch.device)[None, :])  # (n, h)
     cols = (dx[:, None] + torch.arange(w, device=batch.device)[None, :])  # (n, w)
-    flip = torch.rand(n, generator=generator).to(batch.device) < 0.5
-    cols = torch.where(flip[:, None], cols.flip(1), cols)
+    mirror = (torch.rand(n, generator=generator) < 0.5).to(batch.device) & flip
+    cols = torch.where(mirror[:, None], cols.flip(1), cols)
     idx_n = torch.arange(n, device=batch.device)[:, None, None]
     out = padded.permute(0, 2, 3, 1)[idx_n, rows[:, :, None], cols[:, None, :]]  # (n, h, w, C)
     return out.permute(0, 3, 1, 2).contiguous()

@@ -99,7 +99,8 @@ class DivideMix(Method):
         peer.eval()
         u_pool = iter(())
         total, steps = 0.0, len(labelled) // bs
-        k_views = 2 if self.variant == "official" else 1
+        # two augmented views per image (official); without augmentation the views would be identical
+        k_views = 2 if self.variant == "official" and self.setup.augment is not None else 1
         for step, lab in enumerate(self.batches(labelled, drop_last=True)):
             u_idx = next(u_pool, None)
             if u_idx is None or len(u_idx) < bs:

@@ -1,0 +1,155 @@
+"""Downstream learning on CILN labels (Table II, Table III, Fig. 8; spec §3.8).
+
+A *scenario* is a training set: the benchmark rows (NLT) with hard labels drawn one voter per row, and
+either the clean images (``clean-img``) or the corrupted ones (``noisy-img``); or the PL-IDN stand-in's
+labels (one of its raters per image) on clean images. Every scenario is evaluated on the clean test split.
+
+    scenarios = cifar_scenarios(bench, inputs, [("frost", 1)], raters={"L": votes_L})
+    record = run(scenarios[0], "coteaching", cfg, seed=0)   # cached; accuracies by selection rule
+
+Label draws follow the official code: for CILN-S/-C one fixed draw per setting, seeded with
+``int(sha256(f"v4__{corruption}_sev{severity}")[:8], 16) % 2**31`` (the same draw for both image sources;
+CILN-C is its clean-start subset); PL-IDN draws one rater per image seeded by the tier's name.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ciln.benchmark import Benchmark
+from ciln.corruptions import corrupt
+from ciln.splits import SPLIT_NAMES
+from ciln.voters import data_fingerprint
+from shared import methods as methods_module
+from shared.cache import ArtifactCache
+from shared.errors import ConfigError
+from shared.methods import TrainSetup, make_method
+from shared.models import build_model
+from shared.training import as_tensor, random_crop_flip
+
+
+def label_draw_seed(corruption: str, severity: int) -> int:
+    """The official per-setting seed of the hard-label draw."""
+    return int(hashlib.sha256(f"v4__{corruption}_sev{severity}".encode()).hexdigest()[:8], 16) % 2**31
+
+
+@dataclass
+class Scenario:
+    name: str  # e.g. "CILN-S contrast (5) noisy-img" or "PL-IDN-H"
+    benchmark: str  # "CILN-S", "CILN-C" or "PL-IDN"
+    setting: str  # "contrast (5)" or the tier, "H"
+    image_source: str  # "clean" or "noisy"
+    images: np.ndarray  # (n, H, W[, C]) uint8 training inputs
+    labels: np.ndarray  # (n,) hard training labels
+    clean_labels: np.ndarray  # (n,) true labels of the same rows
+
+    @property
+    def noise_rate(self) -> float:
+        return float(np.mean(self.labels != self.clean_labels))
+
+
+def cifar_scenarios(bench: Benchmark, clean_images: np.ndarray, settings, *, image_sources=("clean", "noisy"),
+                    clean_start=(), raters: dict[str, np.ndarray] | None = None, master_seed: int = 0) -> list[Scenario]:
+    """Scenarios for the CILN ``settings`` (list of (corruption, severity)), their clean-start versions for the
+    settings in ``clean_start``, and the PL-IDN stand-in ``raters`` (tier -> votes on the same rows)."""
+    if len(clean_images) != len(bench.y):
+        raise ConfigError(f"{len(clean_images)} images for a benchmark of {len(bench.y)} rows")
+    out = []
+    mask = bench.clean_start_mask()
+    for corruption, severity in settings:
+        votes = bench.votes((corruption, severity))
+        pick = np.random.default_rng(label_draw_seed(corruption, severity)).integers(0, votes.shape[1], len(votes))
+        labels = votes[np.arange(len(votes)), pick]
+        noisy_images = None
+        for benchmark, rows in (("CILN-S", slice(None)), ("CILN-C", mask)):
+            if benchmark == "CILN-C" and [corruption, severity] not in [list(s) for s in clean_start]:
+                continue
+            for source in image_sources:
+                if source == "noisy" and noisy_images is None:
+                    noisy_images = corrupt(bench.dataset, clean_images, corruption, severity,
+                                           split=SPLIT_NAMES["nlt"], master_seed=master_seed)
+                images = clean_images if source == "clean" else noisy_images
+                setting = f"{corruption} ({severity})"
+                out.append(Scenario(f"{benchmark} {setting} {source}-img", benchmark, setting, source,
+                                    images[rows], labels[rows], bench.y[rows]))
+    for tier, votes in (raters or {}).items():
+        if len(votes) != len(bench.y):
+            raise ConfigError(f"rater votes for tier {tier} cover {len(votes)} rows, not {len(bench.y)}")
+        seed = int(hashlib.sha256(f"plidn__{tier}".encode()).hexdigest()[:8], 16)
+        pick = np.random.default_rng(seed).integers(0, votes.shape[1], len(votes))
+        out.append(Scenario(f"PL-IDN-{tier}", "PL-IDN", tier, "clean", clean_images,
+                            votes[np.arange(len(votes)), pick], bench.y))
+    return out
+
+
+def symmetric_control(scenario: Scenario, clean_images: np.ndarray, num_classes: int, seed: int = 0) -> Scenario:
+    """The scenario's rows on clean images with symmetric noise at its noise rate (a rate-matched control)."""
+    from shared.noise import make_noisy_labels
+
+    labels = make_noisy_labels("symmetric", scenario.clean_labels, num_classes, scenario.noise_rate, seed=seed, exact=True)
+    name = f"symmetric {scenario.noise_rate:.0%} (rate-matched to {scenario.setting})"
+    return Scenario(name, "symmetric", scenario.setting, "clean", clean_images, labels, scenario.clean_labels)
+
+
+def _setup(cfg, seed: int, device) -> TrainSetup:
+    pad = cfg.train.get("crop_pad", 4)
+    flip = cfg.train.get("flip", True)
+    return TrainSetup(
+        epochs=cfg.train["epochs"], batch_size=cfg.train["batch_size"], lr=cfg.train["lr"], optimizer="sgd",
+        weight_decay=cfg.train["weight_decay"], momentum=0.9, cosine=True, device=device, seed=seed,
+        augment=(lambda batch, g: random_crop_flip(batch, g, pad=pad, flip=flip)) if pad else None,
+        log_losses_at=tuple(cfg.train.get("log_losses_at", ())),
+    )
+
+
+def method_hparams(method: str, cfg, scenario: Scenario, variant: str | None = None) -> dict:
+    """The method's hyperparameters for a scenario; Co-Teaching is told the true noise rate (CILN's oracle)."""
+    hp = dict(cfg.methods.get(method, {}))
+    lr = hp.pop("lr", cfg.train["lr"])
+    if method == "coteaching":
+        hp["forget_rate"] = scenario.noise_rate
+    if method == "dividemix" and variant is not None:
+        hp["variant"] = variant
+    return {"lr": lr, **hp}
+
+
+def run(scenario: Scenario, method: str, cfg, *, seed: int, test: tuple[np.ndarray, np.ndarray], variant: str | None = None,
+        device="auto", cache: ArtifactCache | None = None) -> dict:
+    """Train ``method`` on ``scenario`` (cached) and return its history, per-sample losses and extras.
+
+    ``cfg.train`` holds arch, width, epochs, batch_size, lr, weight_decay, crop_pad, flip, log_losses_at;
+    ``cfg.methods`` per-method hyperparameters (may override lr).
+    """
+    hp = method_hparams(method, cfg, scenario, variant)
+    lr = hp.pop("lr")
+    params = {"scenario": scenario.name, "method": method, "hparams": hp, "train": dict(cfg.train, lr=lr), "seed": seed,
+              "data": data_fingerprint(scenario.images, scenario.labels), "test": data_fingerprint(*test)}
+
+    def build():
+        setup = _setup(cfg, seed, device)
+        setup.lr = lr
+        X = as_tensor(scenario.images)
+        arch = cfg.train["arch"]
+        kwargs = {"width": cfg.train["width"]} if arch == "tiny_cnn" else {}
+        learner = make_method(method, lambda: build_model(arch, tuple(X.shape[1:]), 10, **kwargs), 10, setup,
+                              **(dict(hp, clean_labels=scenario.clean_labels) if method != "erm" else hp))
+        result = learner.fit(X, scenario.labels, eval_sets={"test": (as_tensor(test[0]), test[1])},
+                             desc=f"{method} {scenario.name}")
+        arrays = {f"history_{c}": result.history[c].to_numpy() for c in result.history.columns}
+        arrays.update({f"loss_epoch_{e}": v for e, v in result.losses.items()})
+        arrays.update({k: v for k, v in result.extras.items()})
+        return arrays
+
+    cache = cache or ArtifactCache()
+    arrays = cache.get_or_build("ciln-downstream", params, build, code=[Path(methods_module.__file__).parent, Path(__file__)])
+    history = {k[len("history_"):]: v for k, v in arrays.items() if k.startswith("history_")}
+    losses = {int(k[len("loss_epoch_"):]): v for k, v in arrays.items() if k.startswith("loss_epoch_")}
+    test_acc = history["test_acc"]
+    return {"scenario": scenario.name, "benchmark": scenario.benchmark, "setting": scenario.setting,
+            "image_source": scenario.image_source, "method": method if variant is None else f"{method} ({variant})",
+            "seed": seed, "noise_rate": scenario.noise_rate, "best_test": float(test_acc.max()),
+            "last": float(test_acc[-1]), "history": history, "losses": losses,
+            "clean_probability": arrays.get("clean_probability")}
