@@ -1,0 +1,63 @@
+import hashlib
+
+import numpy as np
+import pytest
+
+from ciln.benchmark import Benchmark
+from ciln.downstream import cifar_scenarios, label_draw_seed, method_hparams, run, symmetric_control
+from shared.cache import ArtifactCache
+from shared.errors import ConfigError
+from shared.profiles import Settings
+
+
+@pytest.fixture
+def bench(rng):
+    n, K = 200, 10
+    y = rng.integers(0, K, n)
+    clean = np.eye(K)[None, y].repeat(3, axis=0).astype(np.float32)
+    noisy = clean.copy()
+    noisy[1, :50] = np.eye(K)[(y[:50] + 1) % K]  # voter 1 errs on the first 50 rows after corruption
+    return Benchmark("mnist32rgb", "cifar10", tuple("0123456789"), "nlt", ["a", "b", "c"], y, clean,
+                     {("contrast", 5): noisy})
+
+
+def test_label_draw_seed_is_the_official_one():
+    assert label_draw_seed("frost", 1) == int(hashlib.sha256(b"v4__frost_sev1").hexdigest()[:8], 16) % 2**31
+
+
+def test_scenarios(bench, rng):
+    images = rng.integers(0, 256, (200, 32, 32, 3), dtype=np.uint8)
+    raters = {"H": rng.integers(0, 10, (200, 10))}
+    out = cifar_scenarios(bench, images, [("contrast", 5)], clean_start=[["contrast", 5]], raters=raters)
+    assert [s.name for s in out] == ["CILN-S contrast (5) clean-img", "CILN-S contrast (5) noisy-img",
+                                     "CILN-C contrast (5) clean-img", "CILN-C contrast (5) noisy-img", "PL-IDN-H"]
+    s_clean, s_noisy = out[0], out[1]
+    assert np.array_equal(s_clean.labels, s_noisy.labels)  # one label draw for both image sources
+    assert np.array_equal(s_clean.images, images) and not np.array_equal(s_noisy.images, images)
+    assert 0 < s_clean.noise_rate < 0.25 + 1e-9  # at most the rows voter 1 got wrong, a third of the time
+    assert len(out[2].labels) == 200  # every row is clean-start here (all voters right on clean inputs)
+    control = symmetric_control(s_noisy, images, 10)
+    assert control.noise_rate == pytest.approx(s_noisy.noise_rate, abs=0.01) and control.images is images
+    with pytest.raises(ConfigError, match="20 images for a benchmark of 200 rows"):
+        cifar_scenarios(bench, images[:20], [("contrast", 5)])
+
+
+def test_coteaching_is_told_the_true_noise_rate(bench, rng):
+    images = rng.integers(0, 256, (200, 32, 32, 3), dtype=np.uint8)
+    scenario = cifar_scenarios(bench, images, [("contrast", 5)], image_sources=["clean"])[0]
+    cfg = Settings(train={"lr": 0.05}, methods={"coteaching": {"ramp_epochs": 3}, "dividemix": {"warmup": 2, "lr": 0.02}})
+    assert method_hparams("coteaching", cfg, scenario) == {"lr": 0.05, "ramp_epochs": 3, "forget_rate": scenario.noise_rate}
+    assert method_hparams("dividemix", cfg, scenario, "ciln_compact") == {"lr": 0.02, "warmup": 2, "variant": "ciln_compact"}
+
+
+def test_run_is_cached_and_logs_losses(bench, rng, tmp_path):
+    images = rng.integers(0, 256, (200, 32, 32, 3), dtype=np.uint8)
+    scenario = cifar_scenarios(bench, images, [("contrast", 5)], image_sources=["clean"])[0]
+    cfg = Settings(train={"arch": "tiny_cnn", "width": 4, "epochs": 2, "batch_size": 64, "lr": 0.05, "weight_decay": 5e-4,
+                          "crop_pad": 0, "log_losses_at": [1]}, methods={"erm": {}})
+    test = (images[:50], bench.y[:50])
+    cache = ArtifactCache(tmp_path)
+    first = run(scenario, "erm", cfg, seed=0, test=test, device="cpu", cache=cache)
+    assert set(first["history"]) >= {"epoch", "train_loss", "test_acc"} and first["losses"][1].shape == (200,)
+    again = run(scenario, "erm", cfg, seed=0, test=test, device="cpu", cache=cache)
+    assert again["best_test"] == first["best_test"] and len(list(tmp_path.glob("ciln-downstream/*/meta.json"))) == 1
