@@ -44,7 +44,7 @@ class Benchmark:
     split: str  # "nlt" or "test"
     voters: list[str]
     y: np.ndarray  # (n,) true labels
-    clean_probs: np.ndarray  # (M, n, K)
+    clean_probs: np.ndarray | None  # (M, n, K); None when read from a release without clean outputs
     probs: dict[Setting, np.ndarray] = field(default_factory=dict)  # setting -> (M, n, K)
     voter_accuracy: dict[str, float] = field(default_factory=dict)  # clean accuracy on the official test split
     split_sizes: dict[str, int] = field(default_factory=dict)
@@ -60,6 +60,9 @@ class Benchmark:
 
     def votes(self, setting: Setting | None = None) -> np.ndarray:
         """Each voter's argmax (n, M); ``None`` is the clean input."""
+        if setting is None and self.clean_probs is None:
+            raise ConfigError("this benchmark has no voter outputs on clean inputs (the authors' release does not ship "
+                              "them), so clean-start (CILN-C) and clean noise rates are unavailable")
         probs = self.clean_probs if setting is None else self.probs[setting]
         return probs.argmax(axis=2).T
 
@@ -265,11 +268,20 @@ def load_benchmarks(cfg, names=None, *, corruptions="all", split: str = "nlt", d
 
     ``cfg`` holds ``datasets`` (paper name -> dataset), ``pools``, ``severities``, ``master_seed`` and
     ``voter_seed`` (see ciln/profiles.yaml); ``corruptions`` is "all", a list, or a dict per paper name.
+    With ``cfg.release_dirs[name]`` set, that benchmark is read from a release folder instead (an analysis
+    of the authors' released voter outputs needs no GPU).
     """
     names = list(cfg.datasets) if names is None else list(names)
     unknown = [n for n in names if n not in cfg.datasets]
     if unknown:
         raise ConfigError(f"unknown paper dataset(s) {unknown}; configured: {', '.join(cfg.datasets)}")
+    releases = cfg.get("release_dirs") or {}
+    if any(releases.get(n) for n in names):
+        from ciln.release import read_release
+
+        return {name: read_release(releases[name], split, dataset=cfg.datasets[name]) if releases.get(name) else
+                load_benchmarks(cfg, [name], corruptions=corruptions, split=split, data_dir=data_dir, device=device)[name]
+                for name in names}
     return {
         name: generate_benchmark(
             cfg.datasets[name], pool=cfg.pools[name], severities=cfg.severities, master_seed=cfg.master_seed,

@@ -45,6 +45,7 @@ class Scenario:
     images: np.ndarray  # (n, H, W[, C]) uint8 training inputs
     labels: np.ndarray  # (n,) hard training labels
     clean_labels: np.ndarray  # (n,) true labels of the same rows
+    rows: np.ndarray  # (n,) positions of these rows among the benchmark's rows
 
     @property
     def noise_rate(self) -> float:
@@ -52,11 +53,29 @@ class Scenario:
 
 
 def cifar_scenarios(bench: Benchmark, clean_images: np.ndarray, settings, *, image_sources=("clean", "noisy"),
-                    clean_start=(), raters: dict[str, np.ndarray] | None = None, master_seed: int = 0) -> list[Scenario]:
+                    clean_start=(), raters: dict[str, np.ndarray] | None = None, master_seed: int = 0,
+                    max_rows: int | None = None) -> list[Scenario]:
     """Scenarios for the CILN ``settings`` (list of (corruption, severity)), their clean-start versions for the
-    settings in ``clean_start``, and the PL-IDN stand-in ``raters`` (tier -> votes on the same rows)."""
+    settings in ``clean_start``, and the PL-IDN stand-in ``raters`` (tier -> votes on the same rows).
+
+    ``max_rows`` trains on a fixed random subset of the benchmark rows (seed 0; labels are drawn on all rows
+    first, so a row's label does not depend on the subset).
+    """
     if len(clean_images) != len(bench.y):
         raise ConfigError(f"{len(clean_images)} images for a benchmark of {len(bench.y)} rows")
+    scenarios = _all_scenarios(bench, clean_images, settings, image_sources, clean_start, raters or {}, master_seed)
+    if max_rows is None or max_rows >= len(bench.y):
+        return scenarios
+    keep = np.random.default_rng(0).choice(len(bench.y), max_rows, replace=False)
+    kept = []
+    for s in scenarios:
+        take = np.flatnonzero(np.isin(s.rows, keep))
+        kept.append(Scenario(s.name, s.benchmark, s.setting, s.image_source, s.images[take], s.labels[take],
+                             s.clean_labels[take], s.rows[take]))
+    return kept
+
+
+def _all_scenarios(bench, clean_images, settings, image_sources, clean_start, raters, master_seed) -> list[Scenario]:
     out = []
     mask = bench.clean_start_mask()
     for corruption, severity in settings:
@@ -64,7 +83,7 @@ def cifar_scenarios(bench: Benchmark, clean_images: np.ndarray, settings, *, ima
         pick = np.random.default_rng(label_draw_seed(corruption, severity)).integers(0, votes.shape[1], len(votes))
         labels = votes[np.arange(len(votes)), pick]
         noisy_images = None
-        for benchmark, rows in (("CILN-S", slice(None)), ("CILN-C", mask)):
+        for benchmark, rows in (("CILN-S", np.arange(len(bench.y))), ("CILN-C", np.flatnonzero(mask))):
             if benchmark == "CILN-C" and [corruption, severity] not in [list(s) for s in clean_start]:
                 continue
             for source in image_sources:
@@ -74,24 +93,28 @@ def cifar_scenarios(bench: Benchmark, clean_images: np.ndarray, settings, *, ima
                 images = clean_images if source == "clean" else noisy_images
                 setting = f"{corruption} ({severity})"
                 out.append(Scenario(f"{benchmark} {setting} {source}-img", benchmark, setting, source,
-                                    images[rows], labels[rows], bench.y[rows]))
-    for tier, votes in (raters or {}).items():
+                                    images[rows], labels[rows], bench.y[rows], rows))
+    for tier, votes in raters.items():
         if len(votes) != len(bench.y):
             raise ConfigError(f"rater votes for tier {tier} cover {len(votes)} rows, not {len(bench.y)}")
         seed = int(hashlib.sha256(f"plidn__{tier}".encode()).hexdigest()[:8], 16)
         pick = np.random.default_rng(seed).integers(0, votes.shape[1], len(votes))
         out.append(Scenario(f"PL-IDN-{tier}", "PL-IDN", tier, "clean", clean_images,
-                            votes[np.arange(len(votes)), pick], bench.y))
+                            votes[np.arange(len(votes)), pick], bench.y, np.arange(len(bench.y))))
     return out
 
 
 def symmetric_control(scenario: Scenario, clean_images: np.ndarray, num_classes: int, seed: int = 0) -> Scenario:
-    """The scenario's rows on clean images with symmetric noise at its noise rate (a rate-matched control)."""
+    """The scenario's rows on clean images with symmetric noise at its noise rate (a rate-matched control).
+
+    ``clean_images`` are the benchmark's clean inputs (all rows); the scenario's rows are taken from them.
+    """
     from shared.noise import make_noisy_labels
 
     labels = make_noisy_labels("symmetric", scenario.clean_labels, num_classes, scenario.noise_rate, seed=seed, exact=True)
     name = f"symmetric {scenario.noise_rate:.0%} (rate-matched to {scenario.setting})"
-    return Scenario(name, "symmetric", scenario.setting, "clean", clean_images, labels, scenario.clean_labels)
+    return Scenario(name, "symmetric", scenario.setting, "clean", clean_images[scenario.rows], labels,
+                    scenario.clean_labels, scenario.rows)
 
 
 def _setup(cfg, seed: int, device) -> TrainSetup:

@@ -164,9 +164,19 @@ def execute_job(job: dict) -> dict:
     record["wall_s"] = round(time.perf_counter() - start, 2)
     record["peak_rss_mb"] = round(monitor.stop(), 1)
     record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    out_dir = Path(job["parameters"]["out_dir"])
-    record["outputs"] = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*") if p.is_file())
+    record["outputs"] = list_outputs(Path(job["parameters"]["out_dir"]))
     return record
+
+
+def list_outputs(out_dir: Path) -> list[str]:
+    """The notebook's output files; a sub-folder counts as one entry, ``name/ (N files)``."""
+    entries = []
+    for path in sorted(out_dir.iterdir()) if out_dir.exists() else []:
+        if path.is_file():
+            entries.append(path.name)
+        elif path.is_dir():
+            entries.append(f"{path.name}/ ({sum(1 for p in path.rglob('*') if p.is_file())} files)")
+    return entries
 
 
 def kernel_name() -> str:

@@ -54,7 +54,8 @@ def test_assemble_writes_toc_scorecard_and_pages(tmp_path, monkeypatch):
     assert "| c | **no** | d |" in scorecard
     index = (book / "papers" / "ciln" / "index.md").read_text()
     assert "| Table I |" in index and "[01_benchmark](01_benchmark.ipynb) | ok |" in index
-    assert "| Fig. 1 |" in index and "| missing |" in index
+    assert "| Fig. 1 |" in index and "| not run |" in index  # a notebook exists but is not in the manifest
+    assert "| missing |" in (book / "papers" / "plench" / "index.md").read_text()
 
 
 def test_status_of_items():

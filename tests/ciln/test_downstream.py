@@ -37,7 +37,12 @@ def test_scenarios(bench, rng):
     assert 0 < s_clean.noise_rate < 0.25 + 1e-9  # at most the rows voter 1 got wrong, a third of the time
     assert len(out[2].labels) == 200  # every row is clean-start here (all voters right on clean inputs)
     control = symmetric_control(s_noisy, images, 10)
-    assert control.noise_rate == pytest.approx(s_noisy.noise_rate, abs=0.01) and control.images is images
+    assert control.noise_rate == pytest.approx(s_noisy.noise_rate, abs=0.01) and np.array_equal(control.images, images)
+    small = cifar_scenarios(bench, images, [("contrast", 5)], raters=raters, max_rows=50)
+    assert all(len(s.labels) == len(s.images) == len(s.rows) == 50 for s in small)
+    assert np.array_equal(small[0].labels, out[0].labels[small[0].rows])  # labels do not depend on the subset
+    sub_control = symmetric_control(small[1], images, 10)
+    assert np.array_equal(sub_control.images, images[small[1].rows])
     with pytest.raises(ConfigError, match="20 images for a benchmark of 200 rows"):
         cifar_scenarios(bench, images[:20], [("contrast", 5)])
 
