@@ -111,3 +111,18 @@ def test_killed_batch_resumes_without_redoing_finished_notebooks(papers, tmp_pat
     second = manifest(tmp_path)
     assert second["ciln/01_ok.ipynb"] == first["ciln/01_ok.ipynb"]
     assert second["ciln/03_ok.ipynb"]["status"] == "ok"
+
+
+def test_full_profile_without_data_fails_with_the_clear_message(tmp_path, monkeypatch, capsys):
+    """The real CILN notebook in the full profile, with an empty data folder."""
+    monkeypatch.setenv("NOISY_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("NOISY_DATA_DIR", str(tmp_path / "no-data"))
+    monkeypatch.delenv("NOISY_PAPERS_ROOT", raising=False)
+    assert main(["ciln", "--profile", "full", "--only", "01_benchmark"]) == 1
+    record = manifest_of(tmp_path / "runs" / "full")["ciln/01_benchmark.ipynb"]
+    assert record["status"] == "failed"
+    assert "DataNotFoundError: CIFAR-10 not found" in record["error"] and "no-data/cifar-10-batches-py" in record["error"]
+
+
+def manifest_of(folder):
+    return json.loads((folder / "manifest.json").read_text())["notebooks"]
