@@ -51,6 +51,14 @@ class Scenario:
     def noise_rate(self) -> float:
         return float(np.mean(self.labels != self.clean_labels))
 
+    @property
+    def table2_key(self) -> tuple[str, str, int | str]:
+        """(variant, corruption, severity) as in ``ciln/reported/table2.csv``: ("S", "contrast", 5), ("PL-IDN", "plidn_H", "")."""
+        if self.benchmark == "PL-IDN":
+            return "PL-IDN", f"plidn_{self.setting}", ""
+        corruption, severity = self.setting.rstrip(")").split(" (")
+        return self.benchmark.split("-")[-1], corruption, int(severity)
+
 
 def cifar_scenarios(bench: Benchmark, clean_images: np.ndarray, settings, *, image_sources=("clean", "noisy"),
                     clean_start=(), raters: dict[str, np.ndarray] | None = None, master_seed: int = 0,

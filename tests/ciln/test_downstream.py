@@ -32,6 +32,8 @@ def test_scenarios(bench, rng):
     assert [s.name for s in out] == ["CILN-S contrast (5) clean-img", "CILN-S contrast (5) noisy-img",
                                      "CILN-C contrast (5) clean-img", "CILN-C contrast (5) noisy-img", "PL-IDN-H"]
     s_clean, s_noisy = out[0], out[1]
+    assert s_clean.table2_key == ("S", "contrast", 5) and out[2].table2_key == ("C", "contrast", 5)
+    assert out[4].table2_key == ("PL-IDN", "plidn_H", "")
     assert np.array_equal(s_clean.labels, s_noisy.labels)  # one label draw for both image sources
     assert np.array_equal(s_clean.images, images) and not np.array_equal(s_noisy.images, images)
     assert 0 < s_clean.noise_rate < 0.25 + 1e-9  # at most the rows voter 1 got wrong, a third of the time
