@@ -114,7 +114,13 @@ VOTERS = {
         VoterSpec("rf_pca", "image", "sklearn", "random forest (200 trees) on 64 PCA components"),
         VoterSpec("resnet20", "image", "torch", "CIFAR ResNet-20, SGD 0.1, x0.1 at 100/150 of 200 epochs (CILN recipe)",
                   {"arch": "resnet20", "epochs": 200, "lr": 0.1, "batch": 128, "optimizer": "sgd", "weight_decay": 1e-4,
-                   "milestones": [100, 150], "augment": True}),
+                   "milestones": [100, 150], "augment": True, "cifar_norm": True}),
+        VoterSpec("resnet20_mnist", "image", "torch", "ResNet-20 on 1-channel MNIST, Adam 1e-3, 200 epochs, linear decay from epoch 80",
+                  {"arch": "resnet20", "epochs": 200, "lr": 1e-3, "batch": 128, "optimizer": "adam", "weight_decay": 0.0,
+                   "linear_decay_from": 80, "augment": False}),
+        VoterSpec("wrn28_10", "image", "torch", "WRN-28-10, dropout 0.3, SGD Nesterov 0.1, x0.2 at 60/120/160 of 200 epochs",
+                  {"arch": "wrn28_10", "dropout": 0.3, "epochs": 200, "lr": 0.1, "batch": 128, "optimizer": "sgd_nesterov",
+                   "weight_decay": 5e-4, "milestones": [60, 120, 160], "gamma": 0.2, "augment": True, "cifar_norm": True}),
         VoterSpec("lenet5", "image", "torch", "LeNet-5 (ReLU), Adam 1e-3, 200 epochs, linear decay from epoch 80",
                   {"arch": "lenet5", "epochs": 200, "lr": 1e-3, "batch": 128, "optimizer": "adam", "weight_decay": 0.0,
                    "linear_decay_from": 80, "augment": False}),
@@ -132,7 +138,7 @@ VOTERS = {
 
 # Voters of the paper's full pools that this replication does not provide yet (spec §3.4).
 PLANNED = {
-    "wrn28_10": "WRN-28-10 (CIFAR-10)", "deit3_small": "DeiT3-Small, ImageNet-pretrained (timm)",
+    "deit3_small": "DeiT3-Small, ImageNet-pretrained (timm)",
     "clip_vit_b32": "CLIP ViT-B/32 zero-shot (open_clip)", "xgboost": "XGBoost, RTDL-tuned (Adult)",
     "catboost": "CatBoost (Adult)", "rtdl_mlp": "RTDL MLP (Adult)", "ft_transformer": "FT-Transformer (Adult)",
     "tabpfn": "TabPFN v1 (Adult)",
@@ -172,6 +178,14 @@ class Voter:
         return probs
 
 
+def _model_kwargs(recipe: dict) -> dict:
+    """Architecture arguments of a recipe (hidden widths and dropout)."""
+    kwargs = {k: recipe[k] for k in ("dropout",) if k in recipe}
+    if "hidden" in recipe:
+        kwargs["hidden"] = tuple(recipe["hidden"])
+    return kwargs
+
+
 def _channel_stats(X: np.ndarray) -> tuple[tuple, tuple]:
     x = np.asarray(X, dtype=np.float64) / 255.0
     axes = tuple(range(x.ndim - 1)) if x.ndim == 4 else None
@@ -184,14 +198,11 @@ def _train_torch(spec: VoterSpec, recipe: dict, X, y, X_val, y_val, num_classes,
     seed_everything(seed)
     norm = (CIFAR_MEAN, CIFAR_STD) if recipe.get("cifar_norm") else _channel_stats(X)
     Xt, Xv = as_tensor(X, *norm), as_tensor(X_val, *norm)
-    kwargs = {k: recipe[k] for k in ("hidden", "dropout") if k in recipe}
-    if "hidden" in kwargs:
-        kwargs["hidden"] = tuple(kwargs["hidden"])
-    model = build_model(recipe["arch"], tuple(Xt.shape[1:]), num_classes, **kwargs).to(device)
+    model = build_model(recipe["arch"], tuple(Xt.shape[1:]), num_classes, **_model_kwargs(recipe)).to(device)
     opt = make_optimizer(model, recipe["optimizer"], recipe["lr"], recipe["weight_decay"])
     epochs = recipe["epochs"]
     if "milestones" in recipe:
-        sched = torch.optim.lr_scheduler.MultiStepLR(opt, recipe["milestones"], 0.1)
+        sched = torch.optim.lr_scheduler.MultiStepLR(opt, recipe["milestones"], recipe.get("gamma", 0.1))
     elif "linear_decay_from" in recipe:
         start = recipe["linear_decay_from"]
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: 1.0 if e < start else max(0.0, (epochs - e) / (epochs - start)))
@@ -256,9 +267,6 @@ def train_voter(
     norm_t = state.pop("__norm__")
     norm = (tuple(norm_t[0].tolist()), tuple(norm_t[1].tolist()))
     in_shape = tuple(as_tensor(np.asarray(X[:1]), *norm).shape[1:])
-    kwargs = {k: recipe[k] for k in ("dropout",) if k in recipe}
-    if "hidden" in recipe:
-        kwargs["hidden"] = tuple(recipe["hidden"])
-    model = build_model(recipe["arch"], in_shape, num_classes, **kwargs)
+    model = build_model(recipe["arch"], in_shape, num_classes, **_model_kwargs(recipe))
     model.load_state_dict(state)
     return Voter(spec, model.to(device).eval(), num_classes, norm)

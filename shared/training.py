@@ -67,11 +67,13 @@ def _use_amp(amp: str | bool, device: torch.device) -> bool:
 def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float = 0.0, momentum: float = 0.9):
     if name == "sgd":
         return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    if name == "sgd_nesterov":
+        return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=True)
     if name == "adam":
         return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     if name == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    raise unknown_choice("optimizer", name, ["sgd", "adam", "adamw"])
+    raise unknown_choice("optimizer", name, ["sgd", "sgd_nesterov", "adam", "adamw"])
 
 
 def train_epoch(

@@ -30,12 +30,12 @@ def test_random_crop_flip_is_a_seeded_shift_or_mirror():
 
 @pytest.mark.parametrize("name,shape,params", [
     ("resnet20", (3, 32, 32), 269_722), ("resnet32", (3, 32, 32), 464_154), ("lenet5", (1, 28, 28), 61_706),
-    ("tiny_cnn", (3, 32, 32), None), ("mlp", (20,), None),
+    ("tiny_cnn", (3, 32, 32), None), ("mlp", (20,), None), ("wrn28_10", (3, 32, 32), 36_479_194),
 ])
 def test_models_build_with_known_sizes(name, shape, params):
     model = build_model(name, shape, 10)
     assert model(torch.zeros(4, *shape)).shape == (4, 10)
-    if params is not None:  # ResNet-20 has 0.27M parameters (He et al., 2016, Table 6)
+    if params is not None:  # ResNet-20: 0.27M (He et al., 2016, Table 6); WRN-28-10: 36.5M (Zagoruyko & Komodakis)
         assert sum(p.numel() for p in model.parameters()) == params
 
 

@@ -90,3 +90,14 @@ def test_generate_benchmark_end_to_end_and_cached(tmp_path, monkeypatch):
     monkeypatch.setattr(ciln.benchmark, "corrupt", lambda *a, **k: pytest.fail("setting recomputed"))
     again = generate_benchmark(small, pool=pool, corruptions=["rotate", "stripe"], severities=(1, 5), cache=cache)
     assert all(np.array_equal(again.probs[k], bench.probs[k]) for k in bench.probs)
+
+
+@pytest.mark.parametrize("voter,shape", [("resnet20", (32, 32, 3)), ("resnet20_mnist", (28, 28)), ("wrn28_10", (32, 32, 3)),
+                                         ("lenet5", (28, 28)), ("mlp", (28, 28))])
+def test_full_profile_torch_voters_train_with_their_recipes(voter, shape, tmp_path, rng):
+    X = rng.integers(0, 256, (16, *shape), dtype=np.uint8)
+    y = np.arange(16) % 10
+    trained = train_voter(voter, X, y, X[:8], y[:8], num_classes=10, device="cpu", cache=ArtifactCache(tmp_path),
+                          recipe_overrides={"epochs": 2, "batch": 8})
+    probs = trained.predict_proba(X)
+    assert probs.shape == (16, 10) and np.allclose(probs.sum(1), 1, atol=1e-5)
