@@ -68,10 +68,7 @@ class Benchmark:
 
     def vote_shares(self, setting: Setting | None = None, mask=None) -> np.ndarray:
         """Share of voters choosing each class (n, K): the soft label all of the paper's metrics use."""
-        votes = self.votes(setting)
-        shares = np.zeros((len(votes), self.num_classes))
-        np.add.at(shares, (np.arange(len(votes))[:, None], votes), 1.0)
-        shares /= votes.shape[1]
+        shares = measures.vote_shares(self.votes(setting), self.num_classes)
         return shares if mask is None else shares[mask]
 
     def mean_softmax(self, setting: Setting | None = None) -> np.ndarray:
@@ -132,7 +129,8 @@ class Benchmark:
 
 
 def nth_table(bench: Benchmark, sims: int = 5) -> pd.DataFrame:
-    """Per setting: noise rate, nth, its analytic and simulated CCN floors and the gap, for CILN-S and -C.
+    """Per setting: noise rate, nth, its analytic and simulated CCN floors, the gap and the repository's flip-rate
+    variance (FRV), for CILN-S and -C.
 
     Vote shares are used throughout, as for the paper's numbers; ``nth_mean_softmax`` is nth of the
     paper's Eq. (1) soft label instead, for comparison.
@@ -140,7 +138,7 @@ def nth_table(bench: Benchmark, sims: int = 5) -> pd.DataFrame:
     mask = bench.clean_start_mask()
     M = len(bench.voters)
     rows = []
-    for setting in bench.settings:
+    for setting in progress(bench.settings, desc="nth"):
         row = {"corruption": setting[0], "severity": setting[1]}
         for suffix, keep in (("", slice(None)), ("_C", mask)):
             shares, y = bench.vote_shares(setting)[keep], bench.y[keep]
@@ -149,6 +147,7 @@ def nth_table(bench: Benchmark, sims: int = 5) -> pd.DataFrame:
             row[f"floor_analytic{suffix}"] = measures.ccn_floor_analytic(shares, y, M)
             row[f"floor_simulated{suffix}"] = measures.ccn_floor_simulated(shares, y, M, sims)
             row[f"gap{suffix}"] = row[f"nth{suffix}"] - row[f"floor_simulated{suffix}"]
+            row[f"frv{suffix}"] = measures.flip_rate_variance(shares, y)
         row["nth_mean_softmax"] = measures.nth(bench.mean_softmax(setting), bench.y)
         rows.append(row)
     table = pd.DataFrame(rows)
@@ -167,7 +166,7 @@ def tv_table(bench: Benchmark, reference_counts: np.ndarray, *, n_votes: int = 4
         raise ConfigError("TV needs a test-split benchmark aligned with the reference counts")
     mask = bench.clean_start_mask()
     rows = []
-    for setting in bench.settings:
+    for setting in progress(bench.settings, desc="TV"):
         row = {"corruption": setting[0], "severity": setting[1]}
         for suffix, keep in (("", slice(None)), ("_C", mask)):
             result = measures.tv_to_reference(bench.vote_shares(setting)[keep], bench.y[keep], reference_counts[keep],

@@ -145,10 +145,12 @@ def upsample_reference(counts: np.ndarray, y: np.ndarray, target_rate: float) ->
     return scaled / scaled.sum(axis=1, keepdims=True)
 
 
-def _vote_shares_from_draws(draws: np.ndarray, num_classes: int) -> np.ndarray:
-    out = np.zeros((len(draws), num_classes))
-    np.add.at(out, (np.arange(len(draws))[:, None], draws), 1.0)
-    return out / draws.shape[1]
+def vote_shares(votes: np.ndarray, num_classes: int) -> np.ndarray:
+    """Labels of R raters or voters per item (n, R) -> the share of them choosing each class (n, K)."""
+    votes = np.asarray(votes)
+    out = np.zeros((len(votes), num_classes))
+    np.add.at(out, (np.arange(len(votes))[:, None], votes), 1.0)
+    return out / votes.shape[1]
 
 
 def _draw_rows(rng: np.random.Generator, probs: np.ndarray, n_votes: int) -> np.ndarray:
@@ -184,15 +186,15 @@ def tv_to_reference(shares: np.ndarray, y: np.ndarray, reference_counts: np.ndar
     T = class_means(shares, y)
     tv, sym, ccn = [], [], []
     for b in range(n_boot):
-        ref = _vote_shares_from_draws(_draw_rows(np.random.default_rng(b), soft, n_votes), K)
+        ref = vote_shares(_draw_rows(np.random.default_rng(b), soft, n_votes), K)
         rng = np.random.default_rng(b + 1000)
         flip = rng.random((len(y), n_votes)) < delta
         other = rng.integers(0, K - 1, (len(y), n_votes))
         other = other + (other >= y[:, None])  # skip the true class
         sym_votes = np.where(flip, other, y[:, None])
         ccn_votes = _draw_rows(np.random.default_rng(b + 2000), T[y], n_votes)
-        for store, p in ((tv, shares), (sym, _vote_shares_from_draws(sym_votes, K)),
-                         (ccn, _vote_shares_from_draws(ccn_votes, K))):
+        for store, p in ((tv, shares), (sym, vote_shares(sym_votes, K)),
+                         (ccn, vote_shares(ccn_votes, K))):
             store.append(0.5 * np.abs(p - ref).sum(axis=1).mean())
     return TVResult(float(np.mean(tv)), float(1.96 * np.std(tv)), float(np.mean(sym)), float(np.mean(ccn)), delta)
 

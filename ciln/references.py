@@ -17,15 +17,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from sklearn.decomposition import PCA
 
+from ciln.measures import vote_shares
 from ciln.splits import gu_five_way_split
 from ciln.voters import data_fingerprint
 from shared.cache import ArtifactCache
 from shared.datasets import Dataset
 from shared.datasets.real import missing_data_error
-from shared.errors import DataFormatError
+from shared.errors import DataFormatError, unknown_choice
 from shared.noise import raters as raters_module
 from shared.noise.raters import oracle_rate_for_error, pool_error, rater_pools_for_errors, train_rater_pool
 from shared.paths import data_dir as resolve_data_dir
@@ -101,16 +101,6 @@ def fallible_rater_votes(ds: Dataset, *, tiers: dict[str, float] = PLIDN_TIERS, 
                    build, cache)
 
 
-def votes_to_shares(votes: np.ndarray, num_classes: int) -> np.ndarray:
-    """(n, R) labels -> (n, K) vote shares."""
-    shares = np.zeros((len(votes), num_classes))
-    np.add.at(shares, (np.arange(len(votes))[:, None], votes), 1.0)
-    return shares / votes.shape[1]
-
-
-def tier_table(votes: dict[str, np.ndarray], y: np.ndarray, num_classes: int) -> pd.DataFrame:
-    """Per tier: realised per-rater noise rate of the fallible raters."""
-    return pd.DataFrame([{"tier": t, "noise_rate": float(np.mean(v != y[:, None]))} for t, v in votes.items()])
 
 
 def reference_counts(cfg, ds: Dataset, data_dir=None) -> np.ndarray:
@@ -122,11 +112,11 @@ def reference_counts(cfg, ds: Dataset, data_dir=None) -> np.ndarray:
         return counts
     if cfg.reference == "pseudo_human":
         return pseudo_human_counts(ds, **cfg.pseudo_human)
-    raise DataFormatError(f"unknown reference {cfg.reference!r}; use 'cifar10h' or 'pseudo_human'")
+    raise unknown_choice("human reference", cfg.reference, ["cifar10h", "pseudo_human"])
 
 
 def subsample_raters(votes: np.ndarray, n_votes: int, num_classes: int, seed: int = 0) -> np.ndarray:
     """Vote shares from ``n_votes`` raters drawn without replacement for each item (to match a pool's size)."""
     rng = np.random.default_rng(seed)
     pick = np.argsort(rng.random(votes.shape), axis=1)[:, :n_votes]
-    return votes_to_shares(np.take_along_axis(votes, pick, axis=1), num_classes)
+    return vote_shares(np.take_along_axis(votes, pick, axis=1), num_classes)

@@ -22,7 +22,7 @@ from shared.datasets.real import ADULT_CATEGORICAL, ADULT_NUMERIC
 from shared.errors import ConfigError, unknown_choice
 from shared.models import build_model
 from shared.seeding import seed_everything
-from shared.training import as_tensor, make_optimizer, predict_proba, random_crop_flip, train_epoch
+from shared.training import amp_scaler, as_tensor, make_optimizer, predict_proba, random_crop_flip, train_epoch
 
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 
@@ -208,7 +208,7 @@ def _train_torch(spec: VoterSpec, recipe: dict, X, y, X_val, y_val, num_classes,
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: 1.0 if e < start else max(0.0, (epochs - e) / (epochs - start)))
     else:
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
-    scaler = torch.amp.GradScaler("cuda", enabled=device.type == "cuda")
+    scaler = amp_scaler(device)
     gen = torch.Generator().manual_seed(seed)
     augment = random_crop_flip if recipe.get("augment") else None
     targets = torch.as_tensor(np.asarray(y)).long()

@@ -24,12 +24,3 @@ def select_device(device: str = "auto"):
         return torch.device("cpu")
     raise ConfigError(f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'")
 
-
-def describe_device(device) -> str:
-    """One line naming the device, e.g. ``cuda:0 (NVIDIA H100 80GB HBM3)`` or ``cpu (2 threads)``."""
-    import torch
-
-    device = torch.device(device)
-    if device.type == "cuda":
-        return f"{device} ({torch.cuda.get_device_name(device)})"
-    return f"cpu ({torch.get_num_threads()} threads)"

@@ -127,6 +127,3 @@ class NotebookReport:
         (self.out_dir / "report.json").write_text(json.dumps(summary, indent=1))
         return self.claims_table()
 
-
-def format_percent(x: float, digits: int = 1) -> str:
-    return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{100 * x:.{digits}f}%"

@@ -194,7 +194,10 @@ def load_parameter_files(files: list[str]) -> tuple[dict, dict]:
         path = Path(name)
         if not path.exists():
             raise ConfigError(f"parameter file {path} does not exist")
-        data = yaml.safe_load(path.read_text()) or {}
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"parameter file {path} is not valid YAML: {e}") from e
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of parameter names to values")
         for stem, params in (data.pop("notebooks", None) or {}).items():
@@ -207,7 +210,11 @@ def plan_jobs(args, profile: str, out_root: Path) -> list[dict]:
     papers = args.papers or list(PAPERS)
     common, per_notebook = load_parameter_files(args.file)
     for key, value in args.param or []:
-        common[key] = yaml.safe_load(value)
+        try:
+            common[key] = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"-p {key} {value!r}: the value is not valid YAML ({e.problem}); "
+                              "quote dicts and lists, e.g. -p settings '{severities: [5]}'") from e
     if common.setdefault("profile", profile) != profile:
         raise ConfigError(f"--profile {profile} conflicts with profile={common['profile']} in the parameter file")
     kernel = kernel_name()

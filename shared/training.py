@@ -1,11 +1,12 @@
-"""A small torch training loop: progress bars, CUDA automatic mixed precision, per-sample outputs.
+"""Torch training pieces: tensors from arrays, augmentation, one epoch with CUDA mixed precision, prediction.
 
 Data are numpy arrays: images ``(n, H, W)`` or ``(n, H, W, C)`` uint8, or features ``(n, d)`` float;
 labels ``(n,)`` int. ``as_tensor`` turns them into float tensors (NCHW for images, scaled to [0, 1] and
-normalised when ``mean``/``std`` are given).
+normalised when ``mean``/``std`` are given). The epoch loop with evaluation, progress bars and model
+selection is ``shared.methods`` (``make_method("erm", ...)`` is plain supervised training).
 
-    model = TinyCNN(in_channels=3, num_classes=10)
-    history = fit(model, X, y, epochs=10, lr=0.05, device="auto", eval_sets={"test": (X_test, y_test)})
+    X = as_tensor(images, mean, std)
+    loss = train_epoch(model, X, targets, optimizer, batch_size=128, generator=gen, scaler=amp_scaler(device))
     probs = predict_proba(model, X_test)            # (n, K)
 """
 from __future__ import annotations
@@ -13,14 +14,11 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shared.device import select_device
 from shared.errors import ConfigError, unknown_choice
-from shared.progress import progress
 
 
 def as_tensor(X: np.ndarray, mean: Sequence[float] | None = None, std: Sequence[float] | None = None) -> torch.Tensor:
@@ -58,10 +56,9 @@ def random_crop_flip(batch: torch.Tensor, generator: torch.Generator | None = No
     return out.permute(0, 3, 1, 2).contiguous()
 
 
-def _use_amp(amp: str | bool, device: torch.device) -> bool:
-    if amp == "auto":
-        return device.type == "cuda"
-    return bool(amp) and device.type == "cuda"
+def amp_scaler(device: torch.device) -> torch.amp.GradScaler:
+    """A gradient scaler that turns mixed precision on for CUDA devices and off elsewhere."""
+    return torch.amp.GradScaler("cuda", enabled=torch.device(device).type == "cuda")
 
 
 def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float = 0.0, momentum: float = 0.9):
@@ -130,54 +127,3 @@ def predict_logits(model: nn.Module, X: torch.Tensor, *, batch_size: int = 512) 
 def predict_proba(model: nn.Module, X: torch.Tensor, *, batch_size: int = 512) -> np.ndarray:
     """Softmax probabilities (n, K) as a numpy array."""
     return torch.softmax(predict_logits(model, X, batch_size=batch_size), dim=1).numpy()
-
-
-def per_sample_loss(model: nn.Module, X: torch.Tensor, y, *, batch_size: int = 512) -> np.ndarray:
-    """Cross-entropy of each item (n,) in eval mode."""
-    logits = predict_logits(model, X, batch_size=batch_size)
-    return F.cross_entropy(logits, torch.as_tensor(np.asarray(y)).long(), reduction="none").numpy()
-
-
-def accuracy(model: nn.Module, X: torch.Tensor, y) -> float:
-    return float((predict_logits(model, X).argmax(1).numpy() == np.asarray(y)).mean())
-
-
-def fit(
-    model: nn.Module,
-    X: torch.Tensor,
-    y,
-    *,
-    epochs: int,
-    lr: float,
-    batch_size: int = 128,
-    optimizer: str = "sgd",
-    weight_decay: float = 5e-4,
-    momentum: float = 0.9,
-    cosine: bool = True,
-    augment=None,
-    device: str | torch.device = "auto",
-    amp: str | bool = "auto",
-    seed: int = 0,
-    eval_sets: dict[str, tuple[torch.Tensor, np.ndarray]] | None = None,
-    desc: str = "train",
-) -> pd.DataFrame:
-    """Train with cross-entropy on hard labels; returns a history (epoch, train_loss, <name>_acc ...)."""
-    device = select_device(device) if not isinstance(device, torch.device) else device
-    model.to(device)
-    targets = torch.as_tensor(np.asarray(y)).long()
-    opt = make_optimizer(model, optimizer, lr, weight_decay, momentum)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs) if cosine else None
-    scaler = torch.amp.GradScaler("cuda", enabled=_use_amp(amp, device))
-    gen = torch.Generator().manual_seed(seed)
-    rows = []
-    bar = progress(range(epochs), desc=desc)
-    for epoch in bar:
-        loss = train_epoch(model, X, targets, opt, batch_size=batch_size, generator=gen, augment=augment, scaler=scaler)
-        if sched is not None:
-            sched.step()
-        row = {"epoch": epoch, "train_loss": loss}
-        for name, (Xe, ye) in (eval_sets or {}).items():
-            row[f"{name}_acc"] = accuracy(model, Xe, ye)
-        rows.append(row)
-        bar.set_postfix({k: round(v, 4) for k, v in row.items() if k != "epoch"})
-    return pd.DataFrame(rows)

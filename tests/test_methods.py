@@ -1,5 +1,6 @@
 """Noisy-label methods: schedules, selection, and the behaviour the literature reports on a toy task."""
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from sklearn.datasets import make_classification
@@ -88,7 +89,7 @@ def test_compact_dividemix_falls_back_to_cross_entropy_on_small_splits(task):
 
 
 def test_selection_rule_errors():
-    result = FitResult(__import__("pandas").DataFrame({"test_acc": [0.5, 0.7, 0.6]}))
+    result = FitResult(pd.DataFrame({"test_acc": [0.5, 0.7, 0.6]}))
     assert result.accuracy("last") == 0.6 and result.accuracy("best_test") == 0.7
     with pytest.raises(ConfigError, match="needs an evaluation set named 'val'"):
         result.accuracy("val")

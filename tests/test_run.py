@@ -81,6 +81,8 @@ def test_parameter_files_and_profile_conflicts(papers, tmp_path, capsys):
     assert main(["ciln", "-f", str(params)]) == 2
     assert "conflicts with profile=full" in capsys.readouterr().err
     assert main(["ciln", "--profile", "huge"]) == 2
+    assert main(["ciln", "-p", "settings", "{bad"]) == 2
+    assert "the value is not valid YAML" in capsys.readouterr().err
 
 
 def test_unknown_paper_is_rejected(papers):

@@ -5,7 +5,8 @@ import torch.nn.functional as F
 
 from shared.errors import ConfigError
 from shared.models import build_model
-from shared.training import as_tensor, fit, per_sample_loss, predict_proba, random_crop_flip
+from shared.methods import TrainSetup, make_method
+from shared.training import amp_scaler, as_tensor, predict_proba, random_crop_flip
 
 
 def test_as_tensor_layouts():
@@ -44,17 +45,17 @@ def test_unknown_model():
         build_model("vgg", (3, 32, 32), 10)
 
 
-def test_fit_learns_a_separable_problem():
+def test_erm_learns_a_separable_problem_and_per_sample_losses_are_cross_entropy():
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(400, 2)).astype(np.float32)
-    y = (X[:, 0] + X[:, 1] > 0).astype(int)
-    model = build_model("mlp", (2,), 2, hidden=(16,))
-    history = fit(model, torch.as_tensor(X), y, epochs=15, lr=0.1, batch_size=32, device="cpu",
-                  eval_sets={"train": (torch.as_tensor(X), y)})
-    assert history["train_loss"].iloc[-1] < 0.5 * history["train_loss"].iloc[0]
-    assert history["train_acc"].iloc[-1] > 0.95
-    probs = predict_proba(model, torch.as_tensor(X))
+    X = torch.as_tensor(rng.normal(size=(400, 2)).astype(np.float32))
+    y = (X[:, 0] + X[:, 1] > 0).long().numpy()
+    method = make_method("erm", lambda: build_model("mlp", (2,), 2, hidden=(16,)), 2,
+                         TrainSetup(epochs=15, lr=0.1, batch_size=32, device="cpu"))
+    result = method.fit(X, y, eval_sets={"train": (X, y)})
+    assert result.history["train_loss"].iloc[-1] < 0.5 * result.history["train_loss"].iloc[0]
+    assert result.accuracy("last", "train") > 0.95
+    probs = predict_proba(method.nets[0], X)
     assert probs.shape == (400, 2) and np.allclose(probs.sum(1), 1, atol=1e-5)
-    losses = per_sample_loss(model, torch.as_tensor(X), y)
-    expected = F.cross_entropy(model(torch.as_tensor(X)), torch.as_tensor(y), reduction="none").detach().numpy()
-    assert np.allclose(losses, expected, atol=1e-5)
+    expected = F.cross_entropy(method.nets[0].eval()(X), torch.as_tensor(y), reduction="none").detach().numpy()
+    assert np.allclose(method.per_sample_loss(0), expected, atol=1e-5)
+    assert not amp_scaler("cpu").is_enabled()

@@ -150,7 +150,3 @@ def glass_swaps(images: np.ndarray, delta: int, offsets: np.ndarray, keep: np.nd
             k += 1
     return out
 
-
-def glass_positions(size: int, delta: int) -> int:
-    """Number of swap positions per pass of ``glass_swaps`` for square images of side ``size``."""
-    return (size - 2 * delta) ** 2 if size > 2 * delta else 0

@@ -22,7 +22,7 @@ from shared.device import select_device
 from shared.errors import ConfigError, unknown_choice
 from shared.progress import progress
 from shared.seeding import seed_everything
-from shared.training import make_optimizer, predict_logits
+from shared.training import amp_scaler, make_optimizer, predict_logits
 
 SELECTION_RULES = ("best_test", "last", "val")
 
@@ -87,6 +87,7 @@ class Method:
                                           self.setup.momentum) for n in self.nets]
         self.schedulers = [torch.optim.lr_scheduler.CosineAnnealingLR(o, self.setup.epochs) if self.setup.cosine else None
                            for o in self.optimizers]
+        self.scaler = amp_scaler(self.device)
 
     def batches(self, indices: torch.Tensor | None = None, drop_last: bool = False):
         """Shuffled mini-batches of row indices (of ``indices``, default all rows)."""

@@ -24,7 +24,7 @@ from shared.noise.classic import (
 )
 from shared.noise.estimation import anchor_transition, empirical_transition, noise_rate
 from shared.noise.raters import (
-    RaterPool, calibrate_subset_size, error_curve, oracle_rate_for_error, pool_error, rater_pool_for_error,
+    RaterPool, error_curve, oracle_rate_for_error, pool_error, rater_pool_for_error,
     rater_pools_for_errors, size_for_error, train_rater_pool,
 )
 
@@ -56,6 +56,6 @@ __all__ = [
     "symmetric_transition", "pairflip_transition", "symmetric_noise", "pairflip_noise",
     "instance_dependent_noise", "instance_dependent_flip_probabilities", "sample_from_rows",
     "noise_rate", "empirical_transition", "anchor_transition",
-    "RaterPool", "train_rater_pool", "rater_pool_for_error", "rater_pools_for_errors", "calibrate_subset_size",
+    "RaterPool", "train_rater_pool", "rater_pool_for_error", "rater_pools_for_errors",
     "error_curve", "size_for_error", "pool_error", "oracle_rate_for_error",
 ]

@@ -4,7 +4,7 @@ A rater is a classifier trained on a random subset of clean data; the smaller th
 errs, and its errors fall on the items it finds hard (the PL-IDN idea of Gu et al., 2022). Two knobs set
 a pool's per-rater error rate:
 
-- ``subset_size``: examples each rater is trained on (``calibrate_subset_size`` picks it for a target error);
+- ``subset_size``: examples each rater is trained on (``error_curve`` and ``size_for_error`` pick it for a target);
 - ``oracle_rate``: the chance a rater simply recognises an item and gives its true label; it lowers the
   error rate without moving where the errors fall (used for human-like reference annotators).
 
@@ -20,6 +20,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from shared.errors import ConfigError, unknown_choice
+from shared.progress import progress
 
 FAMILIES = ("mlp", "logreg")
 
@@ -103,18 +104,12 @@ def size_for_error(curve: dict[int, float], target_error: float) -> int:
     return int(round(np.exp(np.interp(target_error, errs[order], np.log(sizes[order])))))
 
 
-def calibrate_subset_size(features, labels, val_features, val_labels, target_error: float, *, family: str = "mlp",
-                          seed: int = 0) -> int:
-    """Training-subset size at which a rater's validation error is about ``target_error``."""
-    return size_for_error(error_curve(features, labels, val_features, val_labels, family=family, seed=seed), target_error)
-
-
 def rater_pools_for_errors(features, labels, val_features, val_labels, targets: dict[str, float], n_raters: int, *,
                            family: str = "mlp", seed: int = 0) -> dict[str, RaterPool]:
     """One pool per named target error (raters err at about the target, or as little as their family can)."""
     curve = error_curve(features, labels, val_features, val_labels, family=family, seed=seed)
     pools = {}
-    for i, (name, target) in enumerate(targets.items()):
+    for i, (name, target) in enumerate(progress(list(targets.items()), desc="rater pools")):
         pool = train_rater_pool(features, labels, n_raters, subset_size=size_for_error(curve, target), family=family,
                                 seed=seed + 100 * (i + 1))
         pool.info = {"target_error": target, "calibration": curve,

@@ -3,8 +3,9 @@ import pytest
 from sklearn.datasets import load_digits
 
 from ciln.benchmark import Benchmark, tv_table
+from ciln.measures import vote_shares
 from ciln.references import (
-    cifar10h_counts, fallible_rater_votes, pseudo_human_counts, reference_counts, subsample_raters, votes_to_shares,
+    cifar10h_counts, fallible_rater_votes, pseudo_human_counts, reference_counts, subsample_raters,
 )
 from shared.cache import ArtifactCache
 from shared.datasets import Dataset, Split
@@ -37,6 +38,8 @@ def test_pseudo_humans_err_at_about_the_target(digits, tmp_path):
     assert counts.shape == (297, 10) and (counts.sum(1) == 20).all()
     error = np.mean(1 - counts[np.arange(297), digits.test.y] / 20)
     assert 0.02 < error < 0.09
+    with pytest.raises(ConfigError, match="unknown human reference 'crowd'"):
+        reference_counts(Settings(reference="crowd"), digits)
     cfg = Settings(reference="pseudo_human", pseudo_human={"annotators": 20, "target_error": 0.05})
     assert np.array_equal(reference_counts(cfg, digits), pseudo_human_counts(digits, annotators=20, target_error=0.05))
 
@@ -51,7 +54,7 @@ def test_subsampled_rater_shares():
     votes = np.array([[0, 0, 1, 1, 2], [3, 3, 3, 3, 3]])
     shares = subsample_raters(votes, 4, 4, seed=0)
     assert np.allclose(shares.sum(1), 1) and np.allclose(shares[1], [0, 0, 0, 1])
-    assert np.allclose(votes_to_shares(votes, 4)[0], [0.4, 0.4, 0.2, 0])
+    assert np.allclose(vote_shares(votes, 4)[0], [0.4, 0.4, 0.2, 0])
 
 
 def test_tv_table_needs_an_aligned_test_benchmark():
