@@ -41,7 +41,7 @@ class Benchmark:
     dataset: str
     domain: str
     classes: tuple[str, ...]
-    split: str  # "nlt" or "test"
+    split: str  # "nlt", "nlv" or "test"
     voters: list[str]
     y: np.ndarray  # (n,) true labels
     clean_probs: np.ndarray | None  # (M, n, K); None when read from a release without clean outputs
@@ -197,7 +197,8 @@ def train_pool(dataset: Dataset, pool, splits: dict, *, seed: int, device, cache
     take = (lambda idx: X.iloc[idx].reset_index(drop=True)) if isinstance(X, pd.DataFrame) else (lambda idx: X[idx])
     return [
         train_voter(name, take(splits["clt"]), y[splits["clt"]], take(splits["clv"]), y[splits["clv"]],
-                    num_classes=dataset.num_classes, seed=seed, device=device, cache=cache, recipe_overrides=overrides)
+                    num_classes=dataset.num_classes, seed=seed, device=device, cache=cache, recipe_overrides=overrides,
+                    classes=dataset.classes)
         for name, overrides in progress(parse_pool(pool), desc="voters")
     ]
 
@@ -215,9 +216,9 @@ def generate_benchmark(
     device="cpu",
     cache: ArtifactCache | None = None,
 ) -> Benchmark:
-    """Algorithm 1 for every (corruption, severity) on the ``split`` rows ("nlt" or "test")."""
-    if split not in ("nlt", "test"):
-        raise ConfigError(f"split must be 'nlt' or 'test', got {split!r}")
+    """Algorithm 1 for every (corruption, severity) on the ``split`` rows ("nlt", "nlv" or "test")."""
+    if split not in SPLIT_NAMES:
+        raise ConfigError(f"split must be one of {', '.join(SPLIT_NAMES)}, got {split!r}")
     cache = cache or ArtifactCache(verbose=False)
     ds = load_dataset(dataset, data_dir=data_dir) if isinstance(dataset, str) else dataset
     domain = domain_of(ds.name)
@@ -253,10 +254,10 @@ def generate_benchmark(
 
 
 def split_rows(ds: Dataset, split: str):
-    """Inputs and labels of a benchmark split: the NLT rows of the Gu split, or the official test split."""
+    """Inputs and labels of a benchmark split: the NLT or NLV rows of the Gu split, or the official test split."""
     if split == "test":
         return ds.test.X, ds.test.y
-    rows = gu_five_way_split(ds.train.y)["nlt"]
+    rows = gu_five_way_split(ds.train.y)[split]
     X = ds.train.X.iloc[rows].reset_index(drop=True) if isinstance(ds.train.X, pd.DataFrame) else ds.train.X[rows]
     return X, ds.train.y[rows]
 

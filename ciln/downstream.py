@@ -1,11 +1,17 @@
 """Downstream learning on CILN labels (Table II, Table III, Fig. 8; spec §3.8).
 
 A *scenario* is a training set: the benchmark rows (NLT) with hard labels drawn one voter per row, and
-either the clean images (``clean-img``) or the corrupted ones (``noisy-img``); or the PL-IDN stand-in's
-labels (one of its raters per image) on clean images. Every scenario is evaluated on the clean test split.
+either the clean images (``clean-img``) or the corrupted ones (``noisy-img``); or PL-IDN's labels (one of
+its raters per image; the release or its stand-in, see ``ciln.plidn``) on clean images. Every scenario is
+evaluated on the clean test split.
 
-    scenarios = cifar_scenarios(bench, inputs, [("frost", 1)], raters={"L": votes_L})
+    scenarios = cifar_scenarios(bench, inputs, [("frost", 1)], raters={"L": votes_L},
+                                val=ValidationRows(nlv_bench, nlv_inputs, {"L": nlv_votes_L}))
     record = run(scenarios[0], "coteaching", cfg, seed=0)   # cached; accuracies by selection rule
+
+Accuracies are reported under three selection rules: the best epoch on the test split (``best_test``, the
+paper's), the last epoch (``last``) and the epoch with the best accuracy on the scenario's *noisy* NLV
+labels (``val_selected``: what a practitioner can do; NLV rows get labels the same way as the training rows).
 
 Label draws follow the official code: for CILN-S/-C one fixed draw per setting, seeded with
 ``int(sha256(f"v4__{corruption}_sev{severity}")[:8], 16) % 2**31`` (the same draw for both image sources;
@@ -14,13 +20,14 @@ CILN-C is its clean-start subset); PL-IDN draws one rater per image seeded by th
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ciln.benchmark import Benchmark
 from ciln.corruptions import corrupt
+from ciln.plidn import labelled_rows
 from ciln.splits import SPLIT_NAMES
 from ciln.voters import data_fingerprint
 from shared import methods as methods_module
@@ -46,6 +53,7 @@ class Scenario:
     labels: np.ndarray  # (n,) hard training labels
     clean_labels: np.ndarray  # (n,) true labels of the same rows
     rows: np.ndarray  # (n,) positions of these rows among the benchmark's rows
+    val: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # NLV (images, noisy labels, clean labels)
 
     @property
     def noise_rate(self) -> float:
@@ -60,18 +68,39 @@ class Scenario:
         return self.benchmark.split("-")[-1], corruption, int(severity)
 
 
+@dataclass
+class ValidationRows:
+    """The NLV rows that give every scenario a noisy validation set: their benchmark (voter outputs on the
+    ``nlv`` split), clean images (n_val, H, W, C) and PL-IDN votes per tier (n_val, R; -1 = not labelled)."""
+
+    bench: Benchmark
+    images: np.ndarray
+    raters: dict[str, np.ndarray] = field(default_factory=dict)
+
+
 def cifar_scenarios(bench: Benchmark, clean_images: np.ndarray, settings, *, image_sources=("clean", "noisy"),
                     clean_start=(), raters: dict[str, np.ndarray] | None = None, master_seed: int = 0,
-                    max_rows: int | None = None) -> list[Scenario]:
+                    max_rows: int | None = None, val: ValidationRows | None = None) -> list[Scenario]:
     """Scenarios for the CILN ``settings`` (list of (corruption, severity)), their clean-start versions for the
-    settings in ``clean_start``, and the PL-IDN stand-in ``raters`` (tier -> votes on the same rows).
+    settings in ``clean_start``, and PL-IDN's ``raters`` (tier -> votes (n_rows, R) on the same rows; a PL-IDN
+    scenario trains on the rows without -1, i.e. the rows in the release: 19,987 of NLT's 22,500 in the paper).
 
     ``max_rows`` trains on a fixed random subset of the benchmark rows (seed 0; labels are drawn on all rows
-    first, so a row's label does not depend on the subset).
+    first, so a row's label does not depend on the subset). With ``val`` every scenario also gets the NLV rows
+    labelled the same way (its own draw), on clean or corrupted images like its training rows.
     """
     if len(clean_images) != len(bench.y):
         raise ConfigError(f"{len(clean_images)} images for a benchmark of {len(bench.y)} rows")
+    if val is not None and (val.bench.split != "nlv" or len(val.images) != len(val.bench.y)):
+        raise ConfigError("val needs an 'nlv' benchmark and its clean images, one per row")
     scenarios = _all_scenarios(bench, clean_images, settings, image_sources, clean_start, raters or {}, master_seed)
+    if val is not None:
+        validation = _all_scenarios(val.bench, val.images, settings, image_sources, clean_start, val.raters, master_seed,
+                                    draw="nlv")
+        by_name = {v.name: v for v in validation}
+        for s in scenarios:
+            v = by_name[s.name]
+            s.val = (v.images, v.labels, v.clean_labels)
     if max_rows is None or max_rows >= len(bench.y):
         return scenarios
     keep = np.random.default_rng(0).choice(len(bench.y), max_rows, replace=False)
@@ -79,16 +108,23 @@ def cifar_scenarios(bench: Benchmark, clean_images: np.ndarray, settings, *, ima
     for s in scenarios:
         take = np.flatnonzero(np.isin(s.rows, keep))
         kept.append(Scenario(s.name, s.benchmark, s.setting, s.image_source, s.images[take], s.labels[take],
-                             s.clean_labels[take], s.rows[take]))
+                             s.clean_labels[take], s.rows[take], s.val))
     return kept
 
 
-def _all_scenarios(bench, clean_images, settings, image_sources, clean_start, raters, master_seed) -> list[Scenario]:
+def _draw(seed: int, draw: str, n_rows: int, n_votes: int) -> np.ndarray:
+    """Which vote labels each row: the official draw for the training rows, an independent one for NLV."""
+    rng = np.random.default_rng(seed if draw == "nlt" else [seed, 1])
+    return rng.integers(0, n_votes, n_rows)
+
+
+def _all_scenarios(bench, clean_images, settings, image_sources, clean_start, raters, master_seed,
+                   draw: str = "nlt") -> list[Scenario]:
     out = []
     mask = bench.clean_start_mask()
     for corruption, severity in settings:
         votes = bench.votes((corruption, severity))
-        pick = np.random.default_rng(label_draw_seed(corruption, severity)).integers(0, votes.shape[1], len(votes))
+        pick = _draw(label_draw_seed(corruption, severity), draw, len(votes), votes.shape[1])
         labels = votes[np.arange(len(votes)), pick]
         noisy_images = None
         for benchmark, rows in (("CILN-S", np.arange(len(bench.y))), ("CILN-C", np.flatnonzero(mask))):
@@ -97,7 +133,7 @@ def _all_scenarios(bench, clean_images, settings, image_sources, clean_start, ra
             for source in image_sources:
                 if source == "noisy" and noisy_images is None:
                     noisy_images = corrupt(bench.dataset, clean_images, corruption, severity,
-                                           split=SPLIT_NAMES["nlt"], master_seed=master_seed)
+                                           split=SPLIT_NAMES[bench.split], master_seed=master_seed)
                 images = clean_images if source == "clean" else noisy_images
                 setting = f"{corruption} ({severity})"
                 out.append(Scenario(f"{benchmark} {setting} {source}-img", benchmark, setting, source,
@@ -106,14 +142,15 @@ def _all_scenarios(bench, clean_images, settings, image_sources, clean_start, ra
         if len(votes) != len(bench.y):
             raise ConfigError(f"rater votes for tier {tier} cover {len(votes)} rows, not {len(bench.y)}")
         seed = int(hashlib.sha256(f"plidn__{tier}".encode()).hexdigest()[:8], 16)
-        pick = np.random.default_rng(seed).integers(0, votes.shape[1], len(votes))
-        out.append(Scenario(f"PL-IDN-{tier}", "PL-IDN", tier, "clean", clean_images,
-                            votes[np.arange(len(votes)), pick], bench.y, np.arange(len(bench.y))))
+        pick = _draw(seed, draw, len(votes), votes.shape[1])
+        rows = np.flatnonzero(labelled_rows(votes))  # -1 rows are absent from the release
+        out.append(Scenario(f"PL-IDN-{tier}", "PL-IDN", tier, "clean", clean_images[rows],
+                            votes[rows, pick[rows]], bench.y[rows], rows))
     return out
 
 
 def symmetric_control(scenario: Scenario, clean_images: np.ndarray, num_classes: int, seed: int = 0) -> Scenario:
-    """The scenario's rows on clean images with symmetric noise at its noise rate (a rate-matched control).
+    """The scenario's rows on clean images with symmetric noise at its noise rate (a rate-matched control; no NLV).
 
     ``clean_images`` are the benchmark's clean inputs (all rows); the scenario's rows are taken from them.
     """
@@ -157,7 +194,8 @@ def run(scenario: Scenario, method: str, cfg, *, seed: int, test: tuple[np.ndarr
     hp = method_hparams(method, cfg, scenario, variant)
     lr = hp.pop("lr")
     params = {"scenario": scenario.name, "method": method, "hparams": hp, "train": dict(cfg.train, lr=lr), "seed": seed,
-              "data": data_fingerprint(scenario.images, scenario.labels), "test": data_fingerprint(*test)}
+              "data": data_fingerprint(scenario.images, scenario.labels), "test": data_fingerprint(*test),
+              "val": data_fingerprint(*scenario.val[:2]) if scenario.val is not None else None}
 
     def build():
         setup = _setup(cfg, seed, device)
@@ -167,8 +205,10 @@ def run(scenario: Scenario, method: str, cfg, *, seed: int, test: tuple[np.ndarr
         kwargs = {"width": cfg.train["width"]} if arch == "tiny_cnn" else {}
         learner = make_method(method, lambda: build_model(arch, tuple(X.shape[1:]), 10, **kwargs), 10, setup,
                               **(dict(hp, clean_labels=scenario.clean_labels) if method != "erm" else hp))
-        result = learner.fit(X, scenario.labels, eval_sets={"test": (as_tensor(test[0]), test[1])},
-                             desc=f"{method} {scenario.name}")
+        eval_sets = {"test": (as_tensor(test[0]), test[1])}
+        if scenario.val is not None:
+            eval_sets["val"] = (as_tensor(scenario.val[0]), scenario.val[1])
+        result = learner.fit(X, scenario.labels, eval_sets=eval_sets, desc=f"{method} {scenario.name}")
         arrays = {f"history_{c}": result.history[c].to_numpy() for c in result.history.columns}
         arrays.update({f"loss_epoch_{e}": v for e, v in result.losses.items()})
         arrays.update({k: v for k, v in result.extras.items()})
@@ -179,8 +219,20 @@ def run(scenario: Scenario, method: str, cfg, *, seed: int, test: tuple[np.ndarr
     history = {k[len("history_"):]: v for k, v in arrays.items() if k.startswith("history_")}
     losses = {int(k[len("loss_epoch_"):]): v for k, v in arrays.items() if k.startswith("loss_epoch_")}
     test_acc = history["test_acc"]
+    val_selected = float(test_acc[int(np.argmax(history["val_acc"]))]) if "val_acc" in history else float("nan")
     return {"scenario": scenario.name, "benchmark": scenario.benchmark, "setting": scenario.setting,
             "image_source": scenario.image_source, "method": method if variant is None else f"{method} ({variant})",
             "seed": seed, "noise_rate": scenario.noise_rate, "best_test": float(test_acc.max()),
-            "last": float(test_acc[-1]), "history": history, "losses": losses,
+            "last": float(test_acc[-1]), "val_selected": val_selected, "history": history, "losses": losses,
             "clean_probability": arrays.get("clean_probability")}
+
+
+def validation_rows(cfg, dataset, *, data_dir=None, device="auto") -> ValidationRows:
+    """The CIFAR benchmark's NLV rows for ``cifar_scenarios(val=...)``: voter outputs on the ``nlv`` split (every
+    corruption setting of ``cfg``), their clean images, and PL-IDN's votes on them (``cfg.plidn``)."""
+    from ciln.benchmark import load_benchmarks, split_rows
+    from ciln.plidn import plidn_votes
+
+    bench = load_benchmarks(cfg, names=["CIFAR10"], split="nlv", data_dir=data_dir, device=device)["CIFAR10"]
+    images, _ = split_rows(dataset, "nlv")
+    return ValidationRows(bench, images, plidn_votes(cfg, dataset, items="nlv", data_dir=data_dir))

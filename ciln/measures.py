@@ -148,6 +148,10 @@ def upsample_reference(counts: np.ndarray, y: np.ndarray, target_rate: float) ->
 def vote_shares(votes: np.ndarray, num_classes: int) -> np.ndarray:
     """Labels of R raters or voters per item (n, R) -> the share of them choosing each class (n, K)."""
     votes = np.asarray(votes)
+    if votes.size and (votes.min() < 0 or votes.max() >= num_classes):
+        raise ConfigError(f"votes must be class indices in [0, {num_classes}); got values from {votes.min()} to "
+                          f"{votes.max()} (PL-IDN rows absent from the release are -1: drop them with "
+                          "ciln.plidn.labelled_rows first)")
     out = np.zeros((len(votes), num_classes))
     np.add.at(out, (np.arange(len(votes))[:, None], votes), 1.0)
     return out / votes.shape[1]

@@ -83,24 +83,30 @@ def pseudo_human_counts(ds: Dataset, *, annotators: int = 50, target_error: floa
                    build, cache)["counts"]
 
 
+RATER_ITEMS = ("test", "nlt", "nlv")
+
+
 def fallible_rater_votes(ds: Dataset, *, tiers: dict[str, float] = PLIDN_TIERS, n_raters: int = 10,
                          items: str = "test", seed: int = 0, cache: ArtifactCache | None = None) -> dict[str, np.ndarray]:
-    """PL-IDN stand-in: votes (n_items, n_raters) per tier on the clean ``items`` ("test" or "nlt")."""
+    """PL-IDN stand-in: votes (n_items, n_raters) per tier on the clean ``items`` ("test", "nlt" or "nlv").
+
+    The pools are calibrated once and vote on all three item sets in the same cached artifact.
+    """
+    if items not in RATER_ITEMS:
+        raise unknown_choice("rater items", items, RATER_ITEMS)
 
     def build():
         splits = gu_five_way_split(ds.train.y)
         train_f, test_f = _features(ds, splits)
         pool_rows = np.concatenate([splits["clt"], splits["clv"]])
-        target = test_f if items == "test" else train_f[splits["nlt"]]
         held_out = np.concatenate([splits["nlv"], splits["nlt"]])  # rows the raters never train on
         pools = rater_pools_for_errors(train_f[pool_rows], ds.train.y[pool_rows], train_f[held_out],
                                        ds.train.y[held_out], tiers, n_raters, family="mlp", seed=seed)
-        return {tier: pool.votes(target) for tier, pool in pools.items()}
+        targets = {"test": test_f, "nlt": train_f[splits["nlt"]], "nlv": train_f[splits["nlv"]]}
+        return {f"{tier}__{name}": pool.votes(target) for tier, pool in pools.items() for name, target in targets.items()}
 
-    return _cached("ciln-fallible-raters", ds, {"tiers": tiers, "n_raters": n_raters, "items": items, "seed": seed},
-                   build, cache)
-
-
+    votes = _cached("ciln-fallible-raters", ds, {"tiers": tiers, "n_raters": n_raters, "seed": seed}, build, cache)
+    return {tier: votes[f"{tier}__{items}"] for tier in tiers}
 
 
 def reference_counts(cfg, ds: Dataset, data_dir=None) -> np.ndarray:

@@ -8,7 +8,7 @@ The layout follows the authors' Hugging Face release (``sh-islam/ciln-bench-{cif
     <root>/settings/<corruption>_sev<severity>/<split>/sampled_labels.npy   hard labels, one voter per row (ours)
     <root>/settings/clean/<split>/softmax_<voter>.npy                        outputs on clean inputs (ours)
 
-``<split>`` is ``noisy_label_train`` (the NLT rows) or ``test``. Writes go to a temporary folder renamed into
+``<split>`` is ``noisy_label_train`` (the NLT rows), ``noisy_label_valid`` (NLV) or ``test``. Writes go to a temporary folder renamed into
 place. ``read_release`` accepts the authors' files (no manifest, no clean outputs: CILN-C then needs them).
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 from ciln.benchmark import Benchmark
 from ciln.corruptions import domain_of
 from ciln.splits import SPLIT_NAMES
-from shared.errors import DataFormatError
+from shared.errors import DataFormatError, unknown_choice
 from shared.datasets.real import missing_data_error
 
 FORMAT_VERSION = 1
@@ -91,7 +91,9 @@ def _read_folder(folder: Path, voters: list[str] | None) -> tuple[np.ndarray, np
 
 
 def read_release(root: str | os.PathLike, split: str = "nlt", dataset: str | None = None) -> Benchmark:
-    """A Benchmark from a release folder (``split``: "nlt" or "test"). ``dataset`` names it when there is no manifest."""
+    """A Benchmark from a release folder (``split``: "nlt", "nlv" or "test"). ``dataset`` names it when there is no manifest."""
+    if split not in SPLIT_NAMES:
+        raise unknown_choice("split", split, SPLIT_NAMES)
     root = Path(root).expanduser()
     settings_dir = root / "settings"
     if not settings_dir.is_dir():

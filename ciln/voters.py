@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ciln.voters_pretrained import PRETRAINED_VOTERS, fit_pretrained_voter
+from ciln.voters_tabular import TABULAR_FULL_VOTERS, fit_tabular_voter
 from shared.cache import ArtifactCache
 from shared.datasets.real import ADULT_CATEGORICAL, ADULT_NUMERIC
 from shared.errors import ConfigError, unknown_choice
@@ -99,7 +101,7 @@ def _sklearn_estimator(name: str, seed: int):
 class VoterSpec:
     name: str
     modality: str  # "image" or "tabular"
-    kind: str  # "sklearn" or "torch"
+    kind: str  # "sklearn", "torch" (trained here), "pretrained" (ciln/voters_pretrained.py), "tabular_full" (ciln/voters_tabular.py)
     description: str
     recipe: dict = field(default_factory=dict)
 
@@ -136,13 +138,11 @@ VOTERS = {
 }
 
 
-# Voters of the paper's full pools that this replication does not provide yet (spec §3.4).
-PLANNED = {
-    "deit3_small": "DeiT3-Small, ImageNet-pretrained (timm)",
-    "clip_vit_b32": "CLIP ViT-B/32 zero-shot (open_clip)", "xgboost": "XGBoost, RTDL-tuned (Adult)",
-    "catboost": "CatBoost (Adult)", "rtdl_mlp": "RTDL MLP (Adult)", "ft_transformer": "FT-Transformer (Adult)",
-    "tabpfn": "TabPFN v1 (Adult)",
-}
+# The paper's pretrained image voters and full Adult pool: trained (or loaded) by their own modules.
+VOTERS.update({name: VoterSpec(name, "image", "pretrained", description, recipe)
+               for name, (description, recipe) in PRETRAINED_VOTERS.items()})
+VOTERS.update({name: VoterSpec(name, "tabular", "tabular_full", description, recipe)
+               for name, (description, recipe) in TABULAR_FULL_VOTERS.items()})
 
 
 def parse_pool(pool) -> list[tuple[str, dict]]:
@@ -170,6 +170,8 @@ class Voter:
         return self.spec.name
 
     def predict_proba(self, X) -> np.ndarray:
+        if self.spec.kind in ("pretrained", "tabular_full"):  # they preprocess their inputs themselves
+            return self.model.predict_proba(X)
         if self.spec.kind == "torch":
             return predict_proba(self.model, as_tensor(X, *self.norm))
         features = _tabular_frame(X) if self.spec.modality == "tabular" else _image_features(X)
@@ -226,12 +228,12 @@ def _train_torch(spec: VoterSpec, recipe: dict, X, y, X_val, y_val, num_classes,
 
 def train_voter(
     name: str, X, y, X_val, y_val, *, num_classes: int, seed: int = 42, device="cpu",
-    cache: ArtifactCache | None = None, recipe_overrides: dict | None = None,
+    cache: ArtifactCache | None = None, recipe_overrides: dict | None = None, classes: tuple | None = None,
 ) -> Voter:
-    """Train voter ``name`` on (X, y), selecting on (X_val, y_val); cached by recipe and data."""
-    if name in PLANNED:
-        raise ConfigError(f"voter {name!r} ({PLANNED[name]}) of the paper's full pool is not implemented in this "
-                          f"replication yet; implemented voters: {', '.join(VOTERS)} (see ciln/index.md)")
+    """Train voter ``name`` on (X, y), selecting on (X_val, y_val); cached by recipe and data.
+
+    ``classes`` (class names) is needed by the zero-shot CLIP voter only.
+    """
     if name not in VOTERS:
         raise unknown_choice("voter", name, VOTERS)
     spec = VOTERS[name]
@@ -240,6 +242,15 @@ def train_voter(
         raise ConfigError(f"voter {name} is for {spec.modality} data; the dataset is {'tabular' if tabular else 'images'}")
     cache = cache or ArtifactCache()
     recipe = dict(spec.recipe, **(recipe_overrides or {}))
+    if spec.kind == "tabular_full":
+        model = fit_tabular_voter(name, recipe, X, y, X_val, y_val, num_classes=num_classes, seed=seed, device=device,
+                                  cache=cache)
+        return Voter(spec, model, num_classes)
+    if spec.kind == "pretrained":
+        model = fit_pretrained_voter(name, recipe, X, y, X_val, y_val, num_classes=num_classes,
+                                     classes=classes or tuple(str(k) for k in range(num_classes)), seed=seed,
+                                     device=device, cache=cache)
+        return Voter(spec, model, num_classes)
     params = {"voter": name, "recipe": recipe, "seed": seed, "num_classes": num_classes,
               "data": data_fingerprint(X, y), "val": data_fingerprint(X_val, y_val)}
     if spec.kind == "sklearn":

@@ -7,7 +7,7 @@ from ciln.splits import gu_five_way_split
 from ciln.voters import parse_pool, train_voter
 from shared.cache import ArtifactCache
 from shared.datasets import load_dataset
-from shared.errors import ConfigError
+from shared.errors import ConfigError, DataNotFoundError
 
 
 def test_gu_split_sizes_and_disjointness():
@@ -63,8 +63,8 @@ def test_pool_entries_and_voter_errors():
     with pytest.raises(ConfigError, match="a pool entry must be"):
         parse_pool([3])
     X, y = np.zeros((4, 28, 28), np.uint8), np.array([0, 1, 0, 1])
-    with pytest.raises(ConfigError, match="'deit3_small'.*not implemented in this replication yet"):
-        train_voter("deit3_small", X, y, X, y, num_classes=2)
+    with pytest.raises(DataNotFoundError, match="pretrained weights of voter 'deit3_small' not found"):
+        train_voter("deit3_small", X, y, X, y, num_classes=2)  # routed to ciln/voters_pretrained.py
     with pytest.raises(ConfigError, match="voter hgb is for tabular data"):
         train_voter("hgb", X, y, X, y, num_classes=2)
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ciln.benchmark import Benchmark
-from ciln.downstream import cifar_scenarios, label_draw_seed, method_hparams, run, symmetric_control
+from ciln.downstream import ValidationRows, cifar_scenarios, label_draw_seed, method_hparams, run, symmetric_control
 from shared.cache import ArtifactCache
 from shared.errors import ConfigError
 from shared.profiles import Settings
@@ -68,3 +68,62 @@ def test_run_is_cached_and_logs_losses(bench, rng, tmp_path):
     assert set(first["history"]) >= {"epoch", "train_loss", "test_acc"} and first["losses"][1].shape == (200,)
     again = run(scenario, "erm", cfg, seed=0, test=test, device="cpu", cache=cache)
     assert again["best_test"] == first["best_test"] and len(list(tmp_path.glob("ciln-downstream/*/meta.json"))) == 1
+
+
+def test_plidn_scenarios_train_on_the_rows_in_the_release(bench, rng):
+    images = rng.integers(0, 256, (200, 32, 32, 3), dtype=np.uint8)
+    votes = rng.integers(0, 10, (200, 10))
+    absent = rng.permutation(200)[:30]
+    partial = votes.copy()
+    partial[absent] = -1  # rows the PL-IDN release does not hold
+    full, matched = (cifar_scenarios(bench, images, [], raters={"M": v})[0] for v in (votes, partial))
+    assert len(full.rows) == 200 and np.array_equal(matched.rows, np.setdiff1d(np.arange(200), absent))
+    assert np.array_equal(matched.images, images[matched.rows]) and np.array_equal(matched.clean_labels, bench.y[matched.rows])
+    assert np.array_equal(matched.labels, full.labels[matched.rows])  # the same rater draw per row
+    small = cifar_scenarios(bench, images, [], raters={"M": partial}, max_rows=50)[0]
+    assert np.isin(small.rows, matched.rows).all() and np.array_equal(small.images, images[small.rows])
+
+
+def _nlv_bench(rng, n=60, K=10):
+    y = rng.integers(0, K, n)
+    clean = np.eye(K)[None, y].repeat(3, axis=0).astype(np.float32)
+    noisy = clean.copy()
+    noisy[0, :20] = np.eye(K)[(y[:20] + 3) % K]
+    return Benchmark("mnist32rgb", "cifar10", tuple("0123456789"), "nlv", ["a", "b", "c"], y, clean,
+                     {("contrast", 5): noisy})
+
+
+def test_validation_rows_are_labelled_like_the_training_rows(bench, rng):
+    images = rng.integers(0, 256, (200, 32, 32, 3), dtype=np.uint8)
+    nlv = _nlv_bench(rng)
+    val_images = rng.integers(0, 256, (60, 32, 32, 3), dtype=np.uint8)
+    val_votes = rng.integers(0, 10, (60, 10))
+    val_votes[:5] = -1  # not in the release
+    val = ValidationRows(nlv, val_images, {"H": val_votes})
+    out = cifar_scenarios(bench, images, [("contrast", 5)], raters={"H": rng.integers(0, 10, (200, 10))}, val=val)
+    clean_img, noisy_img, plidn = out
+    for s in out:
+        v_images, v_labels, v_clean = s.val
+        assert len(v_images) == len(v_labels) == len(v_clean)
+    # the voter draw: a row's NLV label is one of its three voters' labels; voter 0 errs on the first 20 rows
+    votes = nlv.votes(("contrast", 5))
+    assert all(label in row for label, row in zip(clean_img.val[1], votes))
+    assert np.array_equal(clean_img.val[1], noisy_img.val[1]) and np.array_equal(clean_img.val[0], val_images)
+    assert not np.array_equal(noisy_img.val[0], val_images)  # corrupted NLV images for noisy-img
+    assert 0 < np.mean(clean_img.val[1] != nlv.y) <= 20 / 60
+    assert len(plidn.val[1]) == 55 and np.isin(plidn.val[1], np.arange(10)).all()
+    with pytest.raises(ConfigError, match="nlv"):
+        cifar_scenarios(bench, images, [("contrast", 5)], val=ValidationRows(bench, images))
+
+
+def test_val_selected_accuracy_is_the_test_accuracy_at_the_best_validation_epoch(bench, rng, tmp_path):
+    images = rng.integers(0, 256, (200, 32, 32, 3), dtype=np.uint8)
+    val = ValidationRows(_nlv_bench(rng), rng.integers(0, 256, (60, 32, 32, 3), dtype=np.uint8))
+    scenario = cifar_scenarios(bench, images, [("contrast", 5)], image_sources=["clean"], val=val)[0]
+    cfg = Settings(train={"arch": "tiny_cnn", "width": 4, "epochs": 3, "batch_size": 64, "lr": 0.05, "weight_decay": 5e-4,
+                          "crop_pad": 0}, methods={"erm": {}})
+    record = run(scenario, "erm", cfg, seed=0, test=(images[:50], bench.y[:50]), device="cpu", cache=ArtifactCache(tmp_path))
+    history = record["history"]
+    assert len(history["val_acc"]) == 3
+    assert record["val_selected"] == history["test_acc"][int(np.argmax(history["val_acc"]))]
+    assert min(history["test_acc"]) <= record["val_selected"] <= record["best_test"]
