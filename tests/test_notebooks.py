@@ -63,6 +63,34 @@ def test_ciln_faithfulness(smoke_run, notebook):
         assert found[statement]["holds"], found[statement]
 
 
+# Plench's faithfulness checks (issue 4, spec §7.4) that the smoke run reproduces. Reported but not asserted:
+# "NN and GA >= 15 points below Forward and SCL-NL" (8 points after 200 steps; the spec measured 20-23 after
+# 1,000) and "AA below CR on Vaguest for most algorithms" (a narrow majority at this scale), and the speed-up.
+PLENCH_CHECKS = {
+    "00_datasets": ["The noise rate falls as annotators are added to the union (Fig. 2b)",
+                    "PLDigits-Aggregate's flipping matrix is far from uniform (off-diagonal max/min > 2)",
+                    "PLDigits-Vaguest is noisy class by class: every diagonal entry is below 1 (Fig. 2d)"],
+    "01_selection_theory": [
+        "Eq. 8: (CR - c)/(1 - c) recovers the accuracy within 3 standard errors, for every generator and classifier",
+        "Theorem 2: AA equals accuracy for the calibrated classifier (within 3 SE)",
+        "AA overestimates accuracy when over-confident and underestimates it when under-confident"],
+    "02_tabular": [
+        "On PLDigits-Aggregate (sets equal to the label set), EXP, MCL-GCE and MCL-MSE collapse to the class-0 share "
+        "under every criterion (Table 1: EXP 10.00)",
+        "With the fixed formulas they train on PLDigits-Aggregate (> 50 % with CR)",
+        "On PLDigits-Vaguest (no such sets) EXP and MCL-GCE train normally: within 10 points of PRODEN with CR",
+        "Under USS (Theorem 1) CR selects within 3 points of OA & ES for PRODEN, CC and Forward"],
+}
+
+
+@pytest.mark.parametrize("notebook", PLENCH_CHECKS)
+def test_plench_faithfulness(smoke_run, notebook):
+    found = claims(f"plench/{notebook}.ipynb")
+    for statement in PLENCH_CHECKS[notebook]:
+        assert statement in found, f"{notebook} no longer checks: {statement}"
+        assert found[statement]["holds"], found[statement]
+
+
 def test_book_builds_with_chapters_scorecard_and_executed_notebooks(smoke_run):
     subprocess.run([sys.executable, "-m", "shared.book", "--profile", "smoke"], cwd=REPO_ROOT, check=True)
     html = BOOK / "_build" / "html"

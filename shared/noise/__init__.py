@@ -59,3 +59,7 @@ __all__ = [
     "RaterPool", "train_rater_pool", "rater_pool_for_error", "rater_pools_for_errors",
     "error_curve", "size_for_error", "pool_error", "oracle_rate_for_error",
 ]
+
+from shared.noise.partial import aggregate_union, aggregate_vaguest, crowd_candidates, fps_candidates, uss_candidates  # noqa: E402
+
+__all__ += ["uss_candidates", "fps_candidates", "crowd_candidates", "aggregate_union", "aggregate_vaguest"]

@@ -1,0 +1,529 @@
+"""Plench's protocol: single runs (``train.py``), the random-search sweep (``sweep.py``) and record collection.
+
+A run is (dataset, algorithm, hparams_seed, trial_seed): seed ``seed_hash(dataset, algorithm, hparams_seed,
+trial_seed)``, hyperparameters from ``plench.hparams.hparams_for`` (hparams seed 0 = the defaults), the data
+split of ``plench.data.plench_split(dataset, trial_seed)``, shuffled mini-batches (drop_last) iterated
+cyclically, and a checkpoint record at every ``step % checkpoint_freq == 0`` and at the last step
+(``steps - 1``), in PLENCH's schema:
+
+    step, epoch (= step / (n_train / batch_size)), loss (and any other value ``update`` returns, each the mean
+    since the previous checkpoint), step_time (mean seconds per update, batch fetch included, as in the
+    official code), mem_gb + mem_source ("cuda_max_allocated" or, on CPU, the process's "cpu_max_rss"),
+    val_accuracy (OA), val_covering_rate (CR), val_approximated_acc (AA), test_acc, hparams, args,
+    group_size (1, or the number of runs trained together by ``train_runs_batched``).
+
+The step-0 record is written, as the official code does, and dropped by ``plench.selection``. Metrics are
+computed in eval mode on the "original" view with batches of ``eval_batch_size`` rows (512; the official
+loaders use 64, which changes nothing but speed since no network here mixes rows in eval mode).
+
+Small tabular configurations can be trained together: ``train_runs_batched`` (see its docstring) gives the
+records of separate runs for the algorithms whose step is the plain ``LossAlgorithm`` step.
+"""
+from __future__ import annotations
+
+import resource
+import sys
+import tempfile
+import time
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from plench.algorithms import ALGORITHMS, Algorithm, Batch, make_algorithm
+from plench.algorithms.base import LossAlgorithm
+from plench.data import PLLDataset, load_pll_dataset, plench_split
+from plench.hparams import hparams_for
+from plench.selection import approximated_accuracy, covering_rate, oracle_accuracy
+from shared import sweep as runs
+from shared.device import select_device
+from shared.errors import ConfigError, unknown_choice
+from shared.seeding import seed_everything, seed_hash
+
+VIEWS = ("x", "weak", "strong", "distill")  # Batch fields holding inputs; "x" is the original view
+EVAL_BATCH_SIZE = 512
+
+
+# ------------------------------------------------------------------------------------------------ run data
+@dataclass
+class RunData:
+    """One run's split: training inputs (tabular (n, d) float, images (n, H, W, C) uint8), candidate sets
+    (n, q) float, labels (n,), and the validation and test rows."""
+
+    train_x: torch.Tensor
+    train_S: torch.Tensor
+    train_y: torch.Tensor
+    val_x: torch.Tensor
+    val_S: torch.Tensor
+    val_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    views: Mapping[str, Callable]  # views["original" | "weak" | "strong" | "distill"](rows, generator=None) -> inputs
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        shape = tuple(self.train_x.shape[1:])
+        return shape if len(shape) == 1 else (shape[2], shape[0], shape[1])  # images: (C, H, W)
+
+
+def _identity(x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    return x
+
+
+def run_data(dataset: PLLDataset, trial_seed: int, device="cpu") -> RunData:
+    """The split of ``dataset`` for ``trial_seed`` (``plench_split``) as tensors on ``device``.
+
+    Tabular views are the features themselves; image views are ``plench.augment.views_for("image", H)``'s
+    (the recipe follows the image size: 8 -> digits, else CIFAR), applied on ``device`` batch by batch.
+    """
+    split = {k: None if v is None else torch.as_tensor(np.asarray(v), dtype=torch.long)
+             for k, v in plench_split(dataset, trial_seed).items()}
+    X = torch.as_tensor(np.asarray(dataset.X))
+    S = torch.as_tensor(np.asarray(dataset.S)).float()
+    y = torch.as_tensor(np.asarray(dataset.y)).long()
+    if split["test"] is not None:
+        test_x, test_y = X[split["test"]], y[split["test"]]
+    elif dataset.test is not None:
+        test_x = torch.as_tensor(np.asarray(dataset.test[0]))
+        test_y = torch.as_tensor(np.asarray(dataset.test[1])).long()
+    else:
+        raise ConfigError(f"dataset {dataset.name!r} has neither test rows in its split nor a test set")
+    if dataset.modality == "image":
+        from plench.augment import views_for  # image-only dependency (torchvision)
+
+        views = views_for("image", int(X.shape[1]))
+    else:
+        views = {name: _identity for name in ("original", "weak", "strong", "distill")}
+    tr, va = split["train"], split["val"]
+    tensors = (X[tr], S[tr], y[tr], X[va], S[va], y[va], test_x, test_y)
+    return RunData(*(t.to(device) for t in tensors), views)
+
+
+class CyclicLoader:
+    """Positions in the training split, ``batch_size`` at a time, reshuffled every pass, the last partial batch
+    dropped: ``DataLoader(shuffle=True, drop_last=True)`` iterated cyclically, with its own generator."""
+
+    def __init__(self, n: int, batch_size: int, seed: int):
+        if n < batch_size:
+            raise ConfigError(f"the training split has {n} rows, fewer than the batch size {batch_size}; "
+                              "use a larger dataset or a smaller batch_size (hparams_overrides)")
+        self.n, self.batch_size = n, batch_size
+        self.generator = torch.Generator().manual_seed(seed)
+        self._order, self._pos = torch.empty(0, dtype=torch.long), n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> torch.Tensor:
+        if self._pos + self.batch_size > len(self._order):
+            self._order, self._pos = torch.randperm(self.n, generator=self.generator), 0
+        idx = self._order[self._pos:self._pos + self.batch_size]
+        self._pos += self.batch_size
+        return idx
+
+
+def make_batch(data: RunData, idx: torch.Tensor, views: Sequence[str], device,
+               generator: torch.Generator | None = None) -> Batch:
+    """The Batch of training positions ``idx`` (B,), with only the ``views`` an algorithm reads computed
+    (tabular data: every view is x; image views not read are empty tensors, so a read fails loudly).
+    Random augmentations draw from ``generator`` (a CPU generator)."""
+    idx = idx.to(data.train_S.device)
+    raw = data.train_x[idx]
+    wanted = {"x" if v == "original" else v for v in views}
+    inputs = {}
+    for field in VIEWS:
+        view = data.views["original" if field == "x" else field]
+        needed = field in wanted or view is _identity
+        inputs[field] = view(raw, generator=generator) if needed else raw.new_empty(0)
+    return Batch(**inputs, s=data.train_S[idx], y=data.train_y[idx], idx=idx).to(device)
+
+
+# ------------------------------------------------------------------------------------------------ checkpoints
+def as_device(device) -> torch.device:
+    """``device`` as a torch.device (strings through ``shared.device.select_device``)."""
+    return device if isinstance(device, torch.device) else select_device(device)
+
+
+def memory_gb(device: torch.device) -> tuple[float, str]:
+    """Peak memory: CUDA max allocated (the official ``mem_gb``) or, on CPU, the process's peak RSS."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30, "cuda_max_allocated"
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (2**30 if sys.platform == "darwin" else 2**20), "cpu_max_rss"
+
+
+@torch.no_grad()
+def predict_logits(predict: Callable, x: torch.Tensor, view: Callable, device, batch_size: int) -> torch.Tensor:
+    """Logits (n, q) of ``predict`` on the rows of ``x``, ``batch_size`` rows at a time."""
+    return torch.cat([predict(view(x[i:i + batch_size]).to(device)) for i in range(0, len(x), batch_size)])
+
+
+def checkpoint_metrics(predict: Callable, data: RunData, device, *, compat: bool,
+                       batch_size: int = EVAL_BATCH_SIZE) -> dict[str, float]:
+    """OA, CR and AA on the validation rows and accuracy on the test rows, with PLENCH's record names."""
+    view = data.views["original"]
+    val = predict_logits(predict, data.val_x, view, device, batch_size)
+    val_S = data.val_S.to(device)
+    test = predict_logits(predict, data.test_x, view, device, batch_size)
+    return {"val_accuracy": oracle_accuracy(val, data.val_y), "val_covering_rate": covering_rate(val, val_S),
+            "val_approximated_acc": approximated_accuracy(val, val_S, compat=compat),
+            "test_acc": oracle_accuracy(test, data.test_y)}
+
+
+def is_checkpoint(step: int, steps: int, checkpoint_freq: int) -> bool:
+    return step % checkpoint_freq == 0 or step == steps - 1
+
+
+def checkpoint_record(step: int, steps_per_epoch: float, values: dict[str, list[float]], metrics: dict,
+                      device, hparams: dict, args: dict, group_size: int = 1) -> dict:
+    mem, source = memory_gb(device)
+    return {"step": step, "epoch": step / steps_per_epoch, **{k: float(np.mean(v)) for k, v in values.items()},
+            **metrics, "mem_gb": mem, "mem_source": source, "hparams": hparams, "args": args,
+            "group_size": group_size}
+
+
+# ------------------------------------------------------------------------------------------------ one run
+def run_args(dataset: str, algorithm: str, *, arch: str, hparams_seed: int, trial_seed: int, steps: int,
+             checkpoint_freq: int, compat: bool = True, hparams_overrides: dict | None = None) -> dict:
+    """The run's identity: its ``args`` record field and (hashed) its folder name under a sweep."""
+    args = {"dataset": dataset, "algorithm": algorithm, "arch": arch, "hparams_seed": int(hparams_seed),
+            "trial_seed": int(trial_seed), "steps": int(steps), "checkpoint_freq": int(checkpoint_freq),
+            "compat": bool(compat), "seed": seed_hash(dataset, algorithm, int(hparams_seed), int(trial_seed))}
+    if hparams_overrides:
+        args["hparams_overrides"] = dict(hparams_overrides)
+    return args
+
+
+def _check_schedule(steps: int, checkpoint_freq: int) -> None:
+    if steps < 1 or checkpoint_freq < 1:
+        raise ConfigError(f"steps and checkpoint_freq must be >= 1, got steps={steps}, "
+                          f"checkpoint_freq={checkpoint_freq}")
+
+
+def _setup(dataset: PLLDataset, algorithm: str, args: dict, device) -> tuple[dict, RunData, Algorithm]:
+    """hparams, data and the seeded algorithm of one run (the same for separate and batched training)."""
+    hparams = hparams_for(algorithm, args["arch"], hparams_seed=args["hparams_seed"], trial_seed=args["trial_seed"],
+                          dataset=dataset.name, compat=args["compat"])
+    hparams.update(args.get("hparams_overrides") or {})
+    data = run_data(dataset, args["trial_seed"], device)
+    seed_everything(args["seed"])
+    model = make_algorithm(algorithm, data.input_shape, data.train_S.shape[1], data.train_S, hparams,
+                           arch=args["arch"], steps=args["steps"], compat=args["compat"]).to(device)
+    return hparams, data, model
+
+
+def train_run(dataset: PLLDataset, algorithm: str, *, arch: str, hparams_seed: int, trial_seed: int, steps: int,
+              checkpoint_freq: int, out_dir, device="cpu", compat: bool = True, hparams_overrides: dict | None = None,
+              eval_batch_size: int = EVAL_BATCH_SIZE) -> list[dict]:
+    """One run (PLENCH's ``train.py``): writes ``<out_dir>/results.jsonl`` afresh, then ``done``; returns the records.
+
+    ``compat`` goes to the algorithm and also picks the official code's form of AA (``approximated_accuracy``).
+    """
+    _check_schedule(steps, checkpoint_freq)
+    device = as_device(device)
+    args = run_args(dataset.name, algorithm, arch=arch, hparams_seed=hparams_seed, trial_seed=trial_seed,
+                    steps=steps, checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides)
+    hparams, data, model = _setup(dataset, algorithm, args, device)
+    loader = CyclicLoader(len(data.train_x), int(hparams["batch_size"]), args["seed"])
+    augment = torch.Generator().manual_seed(args["seed"] + 1)  # image views' randomness, apart from the model's
+    steps_per_epoch = len(data.train_x) / int(hparams["batch_size"])
+    values: dict[str, list[float]] = defaultdict(list)
+    records = []
+    with runs.RecordWriter(out_dir) as writer:
+        for step in range(steps):
+            model.train()
+            start = time.perf_counter()
+            losses = model.update(make_batch(data, next(loader), model.views, device, augment))
+            values["step_time"].append(time.perf_counter() - start)
+            for key, value in losses.items():
+                values[key].append(value)
+            if is_checkpoint(step, steps, checkpoint_freq):
+                model.eval()
+                metrics = checkpoint_metrics(model.predict, data, device, compat=compat, batch_size=eval_batch_size)
+                records.append(checkpoint_record(step, steps_per_epoch, values, metrics, device, hparams, args))
+                writer.write(records[-1])
+                values = defaultdict(list)
+    runs.mark_done(out_dir)
+    return records
+
+
+# ------------------------------------------------------------------------------------------------ batched runs
+def batching_obstacle(model: Algorithm) -> str | None:
+    """Why ``model`` cannot be trained by ``train_runs_batched`` (None if it can)."""
+    cls = type(model)
+    if model.arch != "mlp":
+        return f"arch {model.arch!r} (only the tabular MLP is batched)"
+    if not isinstance(model, LossAlgorithm):
+        return f"{cls.__name__} is not a LossAlgorithm"
+    for method, base in (("train_step", LossAlgorithm), ("update", Algorithm), ("predict", Algorithm)):
+        if getattr(cls, method) is not getattr(base, method):
+            return f"{cls.__name__} overrides {method}()"
+    network = {id(p) for p in model.network.parameters()}
+    if {id(p) for p in model.parameters()} != network:
+        return f"{cls.__name__} has parameters outside its network"
+    opt = model.optimizer
+    if type(opt) is not torch.optim.Adam or len(opt.param_groups) != 1 or any(
+            opt.param_groups[0].get(flag) for flag in ("amsgrad", "maximize", "decoupled_weight_decay")) \
+            or {id(p) for p in opt.param_groups[0]["params"]} != network:
+        return f"{cls.__name__}'s optimizer is not one plain Adam over its network"
+    return None
+
+
+class StackedMLP:
+    """G copies of ``Linear(d, h) -> ReLU -> Linear(h, q)`` as stacked leaf tensors, with a batched Adam that
+    follows ``torch.optim.Adam``'s (non-decoupled) update member by member, each with its own lr and weight decay.
+
+    Parameters: ``w1`` (G, h, d), ``b1`` (G, h), ``w2`` (G, q, h), ``b2`` (G, q).
+    """
+
+    def __init__(self, models: Sequence[Algorithm]):
+        layers = [[m for m in model.network.modules() if isinstance(m, nn.Linear)] for model in models]
+        if any(len(pair) != 2 for pair in layers):
+            raise ConfigError("StackedMLP needs networks made of exactly two Linear layers (arch 'mlp')")
+        self.params = [torch.stack([getattr(pair[i], name).detach() for pair in layers]).clone().requires_grad_()
+                       for i in (0, 1) for name in ("weight", "bias")]
+        groups = [model.optimizer.param_groups[0] for model in models]
+        device = self.params[0].device
+        self.lr = torch.tensor([g["lr"] for g in groups], device=device)
+        self.weight_decay = torch.tensor([g["weight_decay"] for g in groups], device=device)
+        self.betas, self.eps = groups[0]["betas"], groups[0]["eps"]
+        if any(g["betas"] != self.betas or g["eps"] != self.eps for g in groups):
+            raise ConfigError("the stacked runs' Adam betas/eps differ; train them separately")
+        self.exp_avg = [torch.zeros_like(p) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+        self.t = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits (G, B, q) for per-member inputs x (G, B, d)."""
+        w1, b1, w2, b2 = self.params
+        hidden = torch.relu(torch.baddbmm(b1.unsqueeze(1), x.flatten(2), w1.transpose(1, 2)))
+        return torch.baddbmm(b2.unsqueeze(1), hidden, w2.transpose(1, 2))
+
+    def member(self, g: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        """Member g's predict: logits (n, q) for inputs (n, d), with nn.Linear's kernels."""
+        w1, b1, w2, b2 = (p[g].detach() for p in self.params)
+        return lambda x: F.linear(torch.relu(F.linear(x.flatten(1), w1, b1)), w2, b2)
+
+    @torch.no_grad()
+    def adam_step(self, grads: Sequence[torch.Tensor]) -> None:
+        """One Adam update of every member (in place; ``grads`` are consumed)."""
+        self.t += 1
+        beta1, beta2 = self.betas
+        step_size = self.lr / (1 - beta1 ** self.t)
+        bias_correction2_sqrt = (1 - beta2 ** self.t) ** 0.5
+        for p, grad, m, v in zip(self.params, grads, self.exp_avg, self.exp_avg_sq):
+            shape = (-1,) + (1,) * (p.dim() - 1)
+            grad.addcmul_(self.weight_decay.view(shape), p)
+            m.lerp_(grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            update = v.sqrt().div_(bias_correction2_sqrt).add_(self.eps).reciprocal_().mul_(m)
+            p.sub_(update.mul_(step_size.view(shape)))
+
+
+def _batched_group(members: list[dict], models: list[Algorithm], hparams: list[dict], data: list[RunData],
+                   out_dirs: list, device, eval_batch_size: int) -> list[list[dict]]:
+    """Train one group of runs with the same batch size together; see ``train_runs_batched``."""
+    G, steps, freq = len(members), members[0]["steps"], members[0]["checkpoint_freq"]
+    batch_size = int(hparams[0]["batch_size"])
+    stack = StackedMLP(models)
+    loaders = [CyclicLoader(len(d.train_x), batch_size, a["seed"]) for d, a in zip(data, members)]
+    train_x = torch.stack([d.train_x for d in data]).to(device)  # (G, n_train, d): same dataset, same split sizes
+    train_S = torch.stack([d.train_S for d in data]).to(device)
+    members_column = torch.arange(G, device=device)[:, None]
+    steps_per_epoch = len(data[0].train_x) / batch_size
+    values = [defaultdict(list) for _ in members]
+    records: list[list[dict]] = [[] for _ in members]
+    writers = [runs.RecordWriter(out) for out in out_dirs]
+    try:
+        for step in range(steps):
+            start = time.perf_counter()
+            idx = torch.stack([next(loader) for loader in loaders]).to(device)  # (G, B)
+            x, s = train_x[members_column, idx], train_S[members_column, idx]  # (G, B, d), (G, B, q)
+            w = [m.confidence[i] if m.uses_confidence else None for m, i in zip(models, idx)]
+            logits = stack.forward(x)
+            losses = torch.stack([m.loss(logits[g], s[g], w[g]).to(logits.dtype) for g, m in enumerate(models)])
+            stack.adam_step(torch.autograd.grad(losses.sum(), stack.params))
+            with torch.no_grad():
+                fresh = stack.forward(x)
+                for g, m in enumerate(models):
+                    if m.uses_confidence:
+                        m.confidence[idx[g]] = m.refresh(fresh[g], s[g], w[g]).to(m.confidence.dtype)
+                    m.curr_iter += 1
+            loss_values = losses.detach().tolist()
+            elapsed = (time.perf_counter() - start) / G
+            for g in range(G):
+                values[g]["step_time"].append(elapsed)
+                values[g]["loss"].append(loss_values[g])
+            if is_checkpoint(step, steps, freq):
+                for g in range(G):
+                    metrics = checkpoint_metrics(stack.member(g), data[g], device, compat=members[g]["compat"],
+                                                 batch_size=eval_batch_size)
+                    records[g].append(checkpoint_record(step, steps_per_epoch, values[g], metrics, device, hparams[g],
+                                                        members[g], group_size=G))
+                    writers[g].write(records[g][-1])
+                values = [defaultdict(list) for _ in members]
+    finally:
+        for writer in writers:
+            writer.close()
+    for out in out_dirs:
+        runs.mark_done(out)
+    return records
+
+
+def train_runs_batched(dataset: PLLDataset, algorithm: str, configs: Sequence[tuple[int, int]], *, steps: int,
+                       checkpoint_freq: int, out_dirs: Sequence, arch: str = "mlp", device="cpu", compat: bool = True,
+                       hparams_overrides: dict | None = None,
+                       eval_batch_size: int = EVAL_BATCH_SIZE) -> list[list[dict]]:
+    """Train the runs ``configs`` = [(hparams_seed, trial_seed), ...] of one algorithm on one dataset together.
+
+    Each run keeps its own seed, initial weights, split, shuffling, confidences, hyperparameters and Adam state,
+    and writes the same records to ``out_dirs[i]`` as ``train_run`` would (plus ``group_size``; ``step_time`` is
+    the group's step time divided by its size). Runs with the same batch size form one group: their MLPs are
+    stacked (``StackedMLP``), every step is one batched forward (``baddbmm``), the members' own ``loss`` on
+    their slices of the logits, one backward of the summed losses (members share no parameter, so each gets
+    its own gradient) and one batched Adam update; confidences are refreshed from a second batched forward.
+
+    Only algorithms whose step is exactly ``LossAlgorithm``'s are batched (``batching_obstacle``); others are
+    trained one by one, with a warning saying why. Records match separate runs up to float rounding, not
+    bit for bit: ``baddbmm`` and ``nn.Linear``'s ``addmm`` sum in different orders, and the tiny differences
+    can grow over training. Measured on the 1,797 digits (FPS 0.3), 3 runs x 1,000 steps: PRODEN, CC and CAVL
+    losses within 3e-4 relative and every accuracy identical; one LWS configuration drifted by up to 2 of 161
+    validation rows. After 40 steps losses agree to ~2e-8 (tests/plench/test_protocol.py).
+    """
+    if len(configs) != len(out_dirs):
+        raise ConfigError(f"{len(configs)} configs but {len(out_dirs)} out_dirs; give one folder per run")
+    _check_schedule(steps, checkpoint_freq)
+    device = as_device(device)
+    members = [run_args(dataset.name, algorithm, arch=arch, hparams_seed=h, trial_seed=t, steps=steps,
+                        checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides)
+               for h, t in configs]
+    setups = [_setup(dataset, algorithm, args, device) for args in members]
+    obstacle = batching_obstacle(setups[0][2])
+    if obstacle is not None:
+        warnings.warn(f"train_runs_batched: {algorithm} cannot be batched ({obstacle}); training "
+                      f"{len(configs)} runs one by one", stacklevel=2)
+        return [train_run(dataset, algorithm, arch=arch, hparams_seed=h, trial_seed=t, steps=steps,
+                          checkpoint_freq=checkpoint_freq, out_dir=out, device=device, compat=compat,
+                          hparams_overrides=hparams_overrides, eval_batch_size=eval_batch_size)
+                for (h, t), out in zip(configs, out_dirs)]
+    results: list[list[dict] | None] = [None] * len(configs)
+    by_batch_size: dict[int, list[int]] = defaultdict(list)
+    for i, (hparams, _, _) in enumerate(setups):
+        by_batch_size[int(hparams["batch_size"])].append(i)
+    for group in by_batch_size.values():
+        hparams, data, models = zip(*(setups[i] for i in group))
+        for i, recs in zip(group, _batched_group([members[i] for i in group], list(models), list(hparams), list(data),
+                                                 [out_dirs[i] for i in group], device, eval_batch_size)):
+            results[i] = recs
+    return results
+
+
+def measure_batched_speedup(dataset: PLLDataset, algorithm: str, configs: Sequence[tuple[int, int]], *, steps: int,
+                            checkpoint_freq: int, device="cpu", compat: bool = True) -> dict[str, float]:
+    """Wall-clock seconds of ``configs`` trained one by one (``train_run``) and batched (``train_runs_batched``),
+    in this process, one after the other, with the same MLP runs; ``speedup`` = one_by_one_s / batched_s.
+    Both paths first run two steps untimed, so one-time start-up costs count for neither."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (h, t), warm = configs[0], {"steps": 2, "checkpoint_freq": 1, "device": device, "compat": compat}
+        train_run(dataset, algorithm, arch="mlp", hparams_seed=h, trial_seed=t, out_dir=tmp / "warm", **warm)
+        pair = configs[:2]
+        train_runs_batched(dataset, algorithm, pair, out_dirs=[tmp / f"warm{i}" for i in range(len(pair))], **warm)
+        start = time.perf_counter()
+        for i, (h, t) in enumerate(configs):
+            train_run(dataset, algorithm, arch="mlp", hparams_seed=h, trial_seed=t, steps=steps,
+                      checkpoint_freq=checkpoint_freq, out_dir=tmp / f"single{i}", device=device, compat=compat)
+        one_by_one = time.perf_counter() - start
+        start = time.perf_counter()
+        train_runs_batched(dataset, algorithm, configs, steps=steps, checkpoint_freq=checkpoint_freq,
+                           out_dirs=[tmp / f"batched{i}" for i in range(len(configs))], device=device, compat=compat)
+        batched = time.perf_counter() - start
+    return {"runs": len(configs), "steps": steps, "one_by_one_s": one_by_one, "batched_s": batched,
+            "speedup": one_by_one / batched, "threads": torch.get_num_threads(), "device": str(as_device(device))}
+
+
+# ------------------------------------------------------------------------------------------------ sweeps
+class _SweepWorker:
+    """Picklable: trains one task (a list of (args, run_dir) of one dataset and algorithm), batched if it has several.
+
+    It carries the algorithm classes (pickled by module and name), so a spawned worker has them registered
+    even when ``plench.algorithms`` alone does not import them.
+    """
+
+    def __init__(self, datasets: dict[str, PLLDataset], algorithms: Sequence[str], device: str, eval_batch_size: int):
+        unknown = [a for a in algorithms if a not in ALGORITHMS]
+        if unknown:
+            raise unknown_choice("algorithm", unknown[0], ALGORITHMS)
+        self.classes = {a: ALGORITHMS[a] for a in algorithms}
+        self.datasets, self.device, self.eval_batch_size = datasets, device, eval_batch_size
+
+    def __call__(self, task: list[tuple[dict, str]]) -> None:
+        first = task[0][0]
+        for name, cls in self.classes.items():
+            ALGORITHMS.setdefault(name, cls)
+        common = {"arch": first["arch"], "steps": first["steps"], "checkpoint_freq": first["checkpoint_freq"],
+                  "device": self.device, "compat": first["compat"], "hparams_overrides": first.get("hparams_overrides"),
+                  "eval_batch_size": self.eval_batch_size}
+        dataset = self.datasets[first["dataset"]]
+        dirs = [runs.reset_run_dir(run_dir) for _, run_dir in task]
+        if len(task) == 1:
+            train_run(dataset, first["algorithm"], hparams_seed=first["hparams_seed"],
+                      trial_seed=first["trial_seed"], out_dir=dirs[0], **common)
+        else:
+            train_runs_batched(dataset, first["algorithm"], [(a["hparams_seed"], a["trial_seed"]) for a, _ in task],
+                               out_dirs=dirs, **common)
+
+
+def sweep(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_hparams: int, n_trials: int, arch: str,
+          checkpoint_freq: int, out_dir, steps: int | None = None, jobs: int = 1, device: str = "cpu",
+          compat: bool = True, hparams_overrides: dict | None = None, batched: bool = False, max_group: int = 16,
+          data_dir=None, eval_batch_size: int = EVAL_BATCH_SIZE) -> dict[str, int]:
+    """PLENCH's sweep: every (trial_seed < n_trials, dataset, algorithm, hparams_seed < n_hparams) run, resumably.
+
+    ``datasets`` are PLLDatasets or names for ``load_pll_dataset(name, data_dir)``; ``steps=None`` uses each
+    dataset's own ``steps``. Runs already ``done`` under ``out_dir`` are skipped and incomplete ones re-run.
+    ``jobs`` processes (one torch thread each) share the work. With ``batched``, the MLP runs of one dataset,
+    algorithm and batch size are trained together (``train_runs_batched``), at most ``max_group`` at a time.
+    Returns counts ``{"total", "skipped", "restarted", "ran"}``.
+    """
+    if batched and arch != "mlp":
+        raise ConfigError(f"batched=True trains stacked MLPs only (arch='mlp'), got arch={arch!r}; "
+                          "use batched=False")
+    loaded = [load_pll_dataset(d, data_dir) if isinstance(d, str) else d for d in datasets]
+    by_name = {d.name: d for d in loaded}
+    if len(by_name) != len(loaded):
+        raise ConfigError(f"dataset names must be unique (they name the runs): {[d.name for d in loaded]}")
+    worker = _SweepWorker(by_name, algorithms, device, eval_batch_size)
+    args_list = [run_args(d.name, a, arch=arch, hparams_seed=h, trial_seed=t, steps=steps or d.steps,
+                          checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides)
+                 for t in range(n_trials) for d in loaded for a in algorithms for h in range(n_hparams)]
+    todo, counts = runs.pending(args_list, out_dir)
+    groups: dict[tuple, list[tuple[dict, str]]] = defaultdict(list)
+    for args, run_dir in todo:
+        key: tuple = (run_dir.name,)  # one run per task unless batched
+        if batched:
+            hp = hparams_for(args["algorithm"], arch, hparams_seed=args["hparams_seed"],
+                             trial_seed=args["trial_seed"], dataset=args["dataset"], compat=compat)
+            batch_size = (hparams_overrides or {}).get("batch_size", hp["batch_size"])
+            key = (args["dataset"], args["algorithm"], args["steps"], int(batch_size))
+        groups[key].append((args, str(run_dir)))
+    tasks = [group[i:i + max_group] for group in groups.values() for i in range(0, len(group), max_group)]
+    runs.map_jobs(worker, tasks, jobs=jobs, desc="plench sweep")
+    return counts
+
+
+def collect(out_dir, *, done_only: bool = True) -> pd.DataFrame:
+    """All checkpoint records under a sweep folder, one row each: ``run`` (folder name), the metrics, the ``args``
+    fields as columns (dataset, algorithm, arch, hparams_seed, trial_seed, steps, ...) and ``hparams`` (a dict)."""
+    records = runs.load_records(out_dir, done_only=done_only)
+    if not records:
+        raise ConfigError(f"no finished run under {out_dir}; run plench.protocol.sweep first")
+    rows = [{**{k: v for k, v in r.items() if k != "args"}, **r["args"]} for r in records]
+    return pd.DataFrame(rows)

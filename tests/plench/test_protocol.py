@@ -1,0 +1,266 @@
+"""Plench's protocol: run records, seeding, NaN logits, the loader, resumable sweeps and batched MLP training."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from plench import protocol
+from plench.algorithms import ALGORITHMS
+from plench.algorithms.base import LossAlgorithm
+from plench.data import PLLDataset, load_pll_dataset, plench_split
+from plench.hparams import hparams_for
+from plench.selection import results_table
+from shared import sweep
+from shared.errors import ConfigError
+
+torch.set_num_threads(1)
+
+VOLATILE = ("step_time", "mem_gb")  # the only record fields allowed to differ between identical runs
+SCHEMA = {"step", "epoch", "loss", "step_time", "mem_gb", "mem_source", "val_accuracy", "val_covering_rate",
+          "val_approximated_acc", "test_acc", "hparams", "args", "group_size"}
+
+
+class ProdenForTests(LossAlgorithm):
+    """PRODEN's loss and refresh (the real algorithms are tested in their own files)."""
+
+    name, display, group = "_ProdenForTests", "PRODEN (test)", "vanilla PLL"
+    uses_confidence = True
+
+    def loss(self, logits, s, w):
+        return -(w * F.log_softmax(logits, 1)).sum(1).mean()
+
+    def refresh(self, logits, s, w):
+        p = F.softmax(logits, 1) * s
+        return p / p.sum(1, keepdim=True)
+
+
+class NaNPredictions(ProdenForTests):
+    name = "_NaNPredictions"
+
+    def predict(self, x):
+        return self.network(x) * float("nan")
+
+
+class OwnStep(ProdenForTests):
+    name = "_OwnStep"
+
+    def train_step(self, batch):
+        return super().train_step(batch)
+
+
+@pytest.fixture(autouse=True)
+def test_algorithms(monkeypatch):
+    for cls in (ProdenForTests, NaNPredictions, OwnStep):
+        monkeypatch.setitem(ALGORITHMS, cls.name, cls)
+
+
+@pytest.fixture(scope="module")
+def small_pll() -> PLLDataset:
+    """600 digits with FPS(0.3) candidate sets: 486 training, 54 validation and 60 test rows per trial."""
+    ds = load_pll_dataset("digits-FPS0.3")
+    return PLLDataset("digits-FPS0.3-600", ds.X[:600], ds.S[:600], ds.y[:600], ds.classes, "tabular", None, 40, {})
+
+
+def run(ds, out_dir, algorithm="_ProdenForTests", hparams_seed=0, trial_seed=0, steps=25, checkpoint_freq=10):
+    return protocol.train_run(ds, algorithm, arch="mlp", hparams_seed=hparams_seed, trial_seed=trial_seed, steps=steps,
+                              checkpoint_freq=checkpoint_freq, out_dir=out_dir)
+
+
+def stable(records):
+    return [{k: v for k, v in r.items() if k not in VOLATILE} for r in records]
+
+
+# -------------------------------------------------------------------------------------------- one run
+def test_records_follow_plenchs_schema(small_pll, tmp_path):
+    records = run(small_pll, tmp_path / "r", hparams_seed=1)
+    hparams = hparams_for("_ProdenForTests", "mlp", hparams_seed=1, trial_seed=0)
+    assert [r["step"] for r in records] == [0, 10, 20, 24]  # every 10 steps and the last (steps - 1)
+    assert all(set(r) == SCHEMA for r in records)
+    assert all(r["hparams"] == hparams and r["mem_source"] == "cpu_max_rss" and r["group_size"] == 1
+               for r in records)
+    assert records[2]["epoch"] == pytest.approx(20 / (486 / hparams["batch_size"]))
+    assert records[0]["args"] == {"dataset": "digits-FPS0.3-600", "algorithm": "_ProdenForTests", "arch": "mlp",
+                                  "hparams_seed": 1, "trial_seed": 0, "steps": 25, "checkpoint_freq": 10,
+                                  "compat": True, "seed": records[0]["args"]["seed"]}
+    for r in records:
+        assert r["val_covering_rate"] >= r["val_accuracy"]  # every candidate set holds the true label
+        assert (r["val_accuracy"] * 54) == pytest.approx(round(r["val_accuracy"] * 54))
+        assert (r["test_acc"] * 60) == pytest.approx(round(r["test_acc"] * 60))
+        assert 0 < r["step_time"] < 5 and math.isfinite(r["loss"])
+    assert json.loads(json.dumps(records)) == sweep.read_records(tmp_path / "r")
+    assert sweep.is_done(tmp_path / "r")
+    assert records[-1]["val_accuracy"] > records[0]["val_accuracy"] + 0.2  # it learns
+
+
+def test_same_args_give_identical_records(small_pll, tmp_path):
+    first, again = run(small_pll, tmp_path / "a"), run(small_pll, tmp_path / "b")
+    assert stable(first) == stable(again)
+    other = run(small_pll, tmp_path / "c", trial_seed=1)
+    assert other[0]["args"]["seed"] != first[0]["args"]["seed"]
+    assert [r["loss"] for r in other] != [r["loss"] for r in first]
+
+
+def test_nan_logits_give_nan_aa_and_class_zero_predictions(small_pll, tmp_path):
+    records = run(small_pll, tmp_path / "nan", algorithm="_NaNPredictions", steps=3, checkpoint_freq=2)
+    split = plench_split(small_pll, 0)
+    val_S, val_y = small_pll.S[split["val"]], small_pll.y[split["val"]]
+    for r in records:
+        assert math.isnan(r["val_approximated_acc"])
+        assert r["val_covering_rate"] == pytest.approx(val_S[:, 0].mean())  # argmax of an all-NaN row is 0
+        assert r["val_accuracy"] == pytest.approx((val_y == 0).mean())
+        assert r["test_acc"] == pytest.approx((small_pll.y[split["test"]] == 0).mean())
+
+
+def test_cyclic_loader_is_a_reshuffled_drop_last_loader():
+    loader = protocol.CyclicLoader(10, 4, seed=0)
+    batches = [next(loader) for _ in range(6)]  # 2 full batches per pass of 10 rows, 3 passes
+    for p in range(3):
+        seen = torch.cat(batches[2 * p:2 * p + 2])
+        assert len(seen.unique()) == 8 and seen.max() < 10
+    assert not torch.equal(torch.cat(batches[:2]), torch.cat(batches[2:4]))
+    with pytest.raises(ConfigError, match="batch size"):
+        protocol.CyclicLoader(3, 4, seed=0)
+
+
+def test_make_batch_computes_only_the_declared_image_views():
+    images = torch.arange(5 * 4 * 4, dtype=torch.uint8).reshape(5, 4, 4, 1)
+
+    def never(batch, generator=None):
+        raise AssertionError("a view the algorithm does not read was computed")
+
+    views = {"original": never, "weak": lambda b, generator=None: b.permute(0, 3, 1, 2).float() + 1,
+             "strong": never, "distill": never}
+    S = torch.ones(5, 3)
+    data = protocol.RunData(images, S, torch.zeros(5, dtype=torch.long), images, S, torch.zeros(5), images,
+                            torch.zeros(5), views)
+    batch = protocol.make_batch(data, torch.tensor([4, 1]), ("weak",), "cpu")
+    assert torch.equal(batch.weak, images[[4, 1]].permute(0, 3, 1, 2).float() + 1)
+    assert batch.strong.numel() == batch.distill.numel() == batch.x.numel() == 0
+    assert batch.idx.tolist() == [4, 1] and data.input_shape == (1, 4, 4)
+
+
+def test_image_runs_train_a_cnn_on_augmented_views(tmp_path):
+    ds = load_pll_dataset("PLDigits-Vaguest", modality="image")
+    images = PLLDataset("PLDigits-image-300", ds.X[:300], ds.S[:300], ds.y[:300], ds.classes, "image", None, 6, {})
+    first = protocol.train_run(images, "_ProdenForTests", arch="digits_cnn", hparams_seed=0, trial_seed=0, steps=6,
+                               checkpoint_freq=3, out_dir=tmp_path / "a", hparams_overrides={"batch_size": 32})
+    again = protocol.train_run(images, "_ProdenForTests", arch="digits_cnn", hparams_seed=0, trial_seed=0, steps=6,
+                               checkpoint_freq=3, out_dir=tmp_path / "b", hparams_overrides={"batch_size": 32})
+    assert [r["step"] for r in first] == [0, 3, 5] and first[0]["hparams"]["batch_size"] == 32
+    assert first[0]["args"]["hparams_overrides"] == {"batch_size": 32}
+    assert stable(first) == stable(again)  # seeded augmentations
+    assert all(math.isfinite(r["loss"]) for r in first)
+
+
+# -------------------------------------------------------------------------------------------- sweeps
+def test_sweep_resumes_and_collects(small_pll, tmp_path, monkeypatch):
+    grid = dict(algorithms=["_ProdenForTests"], n_hparams=2, n_trials=2, arch="mlp", steps=12, checkpoint_freq=5)
+    real_train_run, calls = protocol.train_run, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(kwargs["hparams_seed"])
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_train_run(*args, **kwargs)
+
+    monkeypatch.setattr(protocol, "train_run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        protocol.sweep([small_pll], out_dir=tmp_path, **grid)
+    monkeypatch.setattr(protocol, "train_run", real_train_run)
+    assert protocol.sweep([small_pll], out_dir=tmp_path, **grid) == {"total": 4, "skipped": 2, "restarted": 1,
+                                                                      "ran": 2}
+    records = protocol.collect(tmp_path)
+    assert len(records) == 4 * 4 and records["run"].nunique() == 4  # checkpoints 0, 5, 10, 11 of 4 runs
+    assert set(records.groupby(["hparams_seed", "trial_seed"]).size()) == {4}
+    table = results_table(records)
+    assert table["criterion"].tolist() == ["CR", "AA", "OA", "OA&ES"] and set(table["n_trials"]) == {2}
+    assert protocol.sweep([small_pll], out_dir=tmp_path, **grid)["ran"] == 0
+
+
+def test_parallel_sweep_gives_the_sequential_records(small_pll, tmp_path):
+    import plench.algorithms.vanilla_pll  # noqa: F401  registers PRODEN, which spawned workers must find too
+
+    grid = dict(algorithms=["PRODEN"], n_hparams=2, n_trials=1, arch="mlp", steps=8, checkpoint_freq=4)
+    protocol.sweep([small_pll], out_dir=tmp_path / "seq", **grid)
+    assert protocol.sweep([small_pll], out_dir=tmp_path / "par", jobs=2, **grid)["ran"] == 2
+    seq, par = (protocol.collect(tmp_path / d).drop(columns=list(VOLATILE)).sort_values(["run", "step"])
+                .reset_index(drop=True) for d in ("seq", "par"))
+    pd.testing.assert_frame_equal(seq, par)
+    with pytest.raises(ConfigError, match="unknown algorithm"):
+        protocol.sweep([small_pll], out_dir=tmp_path / "x", **{**grid, "algorithms": ["PRODN"]})
+
+
+# -------------------------------------------------------------------------------------------- batched runs
+def configs_with_batch_size(batch_size: int, count: int) -> list[tuple[int, int]]:
+    """(hparams_seed, trial_seed) pairs whose random batch size is ``batch_size``, alternating trial seeds 0 and 1."""
+    found = [[(h, t) for h in range(1, 30)
+              if hparams_for("_ProdenForTests", "mlp", hparams_seed=h, trial_seed=t)["batch_size"] == batch_size]
+             for t in (0, 1)]
+    return [pair for pairs in zip(*found) for pair in pairs][:count]
+
+
+def assert_close_records(batched, separate, *, n_val=54, n_test=60):
+    assert [r["step"] for r in batched] == [r["step"] for r in separate]
+    for b, s in zip(batched, separate):
+        assert (b["args"], b["hparams"], b["epoch"]) == (s["args"], s["hparams"], s["epoch"])
+        assert b["loss"] == pytest.approx(s["loss"], rel=1e-4, abs=1e-6)
+        assert abs(b["val_accuracy"] - s["val_accuracy"]) <= 1 / n_val + 1e-12  # at most one row flips
+        assert abs(b["val_covering_rate"] - s["val_covering_rate"]) <= 1 / n_val + 1e-12
+        assert abs(b["test_acc"] - s["test_acc"]) <= 1 / n_test + 1e-12
+        assert b["val_approximated_acc"] == pytest.approx(s["val_approximated_acc"], abs=2 / n_val)
+
+
+def test_batched_runs_match_separate_runs(small_pll, tmp_path):
+    """G=3 runs with batch size 64 (two trial seeds, so two different splits) plus one with 32, stacked.
+
+    Not bit-identical: the stacked forward (baddbmm) sums in another order than nn.Linear (addmm). Measured on
+    this setup: losses agree to ~1e-7 relative and every metric is equal; the bounds allow one flipped row."""
+    configs = configs_with_batch_size(64, 3) + configs_with_batch_size(32, 1)
+    assert {t for _, t in configs[:3]} == {0, 1}
+    separate = [run(small_pll, tmp_path / f"s{i}", hparams_seed=h, trial_seed=t, steps=40)
+                for i, (h, t) in enumerate(configs)]
+    batched = protocol.train_runs_batched(small_pll, "_ProdenForTests", configs, steps=40, checkpoint_freq=10,
+                                          out_dirs=[tmp_path / f"b{i}" for i in range(4)])
+    for b, s in zip(batched, separate):
+        assert_close_records(b, s)
+    assert [b[0]["group_size"] for b in batched] == [3, 3, 3, 1]
+    assert [r["loss"] for r in batched[0]] != [r["loss"] for r in batched[1]]  # members did not mix
+    assert sweep.read_records(tmp_path / "b2") == json.loads(json.dumps(batched[2]))
+
+
+def test_unbatchable_algorithms_fall_back_to_separate_runs(small_pll, tmp_path):
+    configs = configs_with_batch_size(64, 2)
+    with pytest.warns(UserWarning, match="overrides train_step"):
+        records = protocol.train_runs_batched(small_pll, "_OwnStep", configs, steps=12, checkpoint_freq=5,
+                                              out_dirs=[tmp_path / "a", tmp_path / "b"])
+    separate = run(small_pll, tmp_path / "s", algorithm="_OwnStep", hparams_seed=configs[1][0],
+                   trial_seed=configs[1][1], steps=12, checkpoint_freq=5)
+    assert stable(records[1]) == stable(separate)
+
+
+def test_batched_sweep_writes_the_same_runs(small_pll, tmp_path):
+    grid = dict(algorithms=["_ProdenForTests"], n_hparams=3, n_trials=1, arch="mlp", steps=12, checkpoint_freq=5)
+    protocol.sweep([small_pll], out_dir=tmp_path / "one", **grid)
+    summary = protocol.sweep([small_pll], out_dir=tmp_path / "batched", batched=True, **grid)
+    assert summary["ran"] == 3
+    one, batched = protocol.collect(tmp_path / "one"), protocol.collect(tmp_path / "batched")
+    assert sorted(one["run"].unique()) == sorted(batched["run"].unique())
+    key = ["run", "step"]
+    one, batched = one.sort_values(key).reset_index(drop=True), batched.sort_values(key).reset_index(drop=True)
+    np.testing.assert_allclose(batched["loss"], one["loss"], rtol=1e-4)
+    assert batched["group_size"].max() >= 2  # some configurations shared a batch size
+    with pytest.raises(ConfigError, match="mlp"):
+        protocol.sweep([small_pll], out_dir=tmp_path / "x", batched=True, **{**grid, "arch": "digits_cnn"})
+
+
+def test_measure_batched_speedup_reports_both_timings(small_pll):
+    result = protocol.measure_batched_speedup(small_pll, "_ProdenForTests", configs_with_batch_size(64, 2), steps=3,
+                                              checkpoint_freq=2)
+    assert result["runs"] == 2 and result["one_by_one_s"] > 0 and result["batched_s"] > 0
+    assert result["speedup"] == pytest.approx(result["one_by_one_s"] / result["batched_s"])
