@@ -21,6 +21,7 @@ records of separate runs for the algorithms whose step is the plain ``LossAlgori
 """
 from __future__ import annotations
 
+import json
 import resource
 import sys
 import tempfile
@@ -230,6 +231,8 @@ def train_run(dataset: PLLDataset, algorithm: str, *, arch: str, hparams_seed: i
     device = as_device(device)
     args = run_args(dataset.name, algorithm, arch=arch, hparams_seed=hparams_seed, trial_seed=trial_seed,
                     steps=steps, checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides)
+    if device.type == "cuda":  # mem_gb is this run's peak, not the process's
+        torch.cuda.reset_peak_memory_stats(device)
     hparams, data, model = _setup(dataset, algorithm, args, device)
     loader = CyclicLoader(len(data.train_x), int(hparams["batch_size"]), args["seed"])
     augment = torch.Generator().manual_seed(args["seed"] + 1)  # image views' randomness, apart from the model's
@@ -526,4 +529,8 @@ def collect(out_dir, *, done_only: bool = True) -> pd.DataFrame:
     if not records:
         raise ConfigError(f"no finished run under {out_dir}; run plench.protocol.sweep first")
     rows = [{**{k: v for k, v in r.items() if k != "args"}, **r["args"]} for r in records]
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    # overrides as text, so that runs with different overrides are different experiments (plench.selection)
+    overrides = frame["hparams_overrides"] if "hparams_overrides" in frame else pd.Series([None] * len(frame))
+    frame["hparams_overrides"] = [json.dumps(o, sort_keys=True) if isinstance(o, dict) else "" for o in overrides]
+    return frame

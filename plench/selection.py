@@ -80,7 +80,7 @@ CRITERIA: dict[str, Criterion] = {
     "OA&ES": Criterion("val_accuracy", "early_stopping", "w/ OA & ES"),
 }
 # Record columns that tell one experiment (one table cell, before the trial seeds) from another.
-EXPERIMENT_KEYS = ("dataset", "algorithm", "arch", "steps", "compat")
+EXPERIMENT_KEYS = ("dataset", "algorithm", "arch", "steps", "compat", "hparams_overrides")
 
 
 def _criterion(name: str) -> Criterion:

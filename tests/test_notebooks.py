@@ -80,6 +80,20 @@ PLENCH_CHECKS = {
         "With the fixed formulas they train on PLDigits-Aggregate (> 50 % with CR)",
         "On PLDigits-Vaguest (no such sets) EXP and MCL-GCE train normally: within 10 points of PRODEN with CR",
         "Under USS (Theorem 1) CR selects within 3 points of OA & ES for PRODEN, CC and Forward"],
+    # Reported but not asserted: "PRODEN is competitive" (100 steps: the order is start speed and seed noise) and the
+    # Fig. 4 time claims (timings on a shared CPU; the holistic one held in every run, FREDIS vs PRODEN flips).
+    "03_image": [
+        "On PLDigits-Aggregate (sets equal to the label set) with digits_cnn, EXP, MCL-GCE and MCL-MSE collapse to the "
+        "class-0 share under every criterion (Table 1: EXP 10.00)",
+        "On PLDigits-Vaguest (no such sets) with digits_cnn, EXP, MCL-GCE and MCL-MSE do not collapse: at least 5 points "
+        "above the class-0 share with OA & ES",
+        "With the official update (compat) PiCO+ and ALIM never leave warm-up: their confidences stay exactly s/|S|",
+        "With the fixed update their confidences move away from s/|S|"],
+    "04_validation_use": [
+        "On PLDigits-Aggregate, for most algorithms, training on the clean validation data (|S| = 1, default "
+        "hyperparameters) beats using it to select hyperparameters and checkpoints (OA & ES) (Fig. 1)",
+        "On PLDigits-Vaguest, for most algorithms, training on the clean validation data (|S| = 1, default "
+        "hyperparameters) beats using it to select hyperparameters and checkpoints (OA & ES) (Fig. 1)"],
 }
 
 

@@ -144,3 +144,13 @@ def test_results_table_averages_selected_scores_over_trials():
     std_table = selection.results_table(pd.concat(trials), how="std")
     assert std_table[std_table["criterion"] == "CR"].iloc[0]["err"] == pytest.approx(np.std(values))
     assert table["criterion"].tolist() == list(selection.CRITERIA)
+
+
+def test_runs_with_different_hparams_overrides_are_different_experiments():
+    plain = records(RUNS).assign(hparams_overrides="")
+    warm = records(RUNS).assign(hparams_overrides='{"warm_up": 60}', test_acc=lambda f: f["test_acc"] - 0.5)
+    table = selection.results_table(pd.concat([plain, warm]))
+    cr = table[table["criterion"] == "CR"].set_index("hparams_overrides")["mean"]
+    assert cr[""] == pytest.approx(71.0) and cr['{"warm_up": 60}'] == pytest.approx(21.0)
+    with pytest.raises(ConfigError, match="hparams_overrides"):
+        selection.select(pd.concat([plain, warm]), "CR")

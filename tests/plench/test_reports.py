@@ -1,0 +1,140 @@
+"""plench.reports: step costs from records (Fig. 4), the validation-in-training arm (Fig. 1(a, b)) and train_model."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from plench.data import PLLDataset, load_pll_dataset, plench_split
+from plench.protocol import collect, train_run
+from plench.reports import step_costs, train_model, train_with_validation, validation_as_training
+from shared.errors import ConfigError
+
+torch.set_num_threads(1)
+
+
+def records(rows):
+    cols = ["run", "dataset", "arch", "algorithm", "compat", "step", "step_time", "mem_gb", "mem_source"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+# -- step_costs ----------------------------------------------------------------------------------------------------
+def test_step_costs_weights_records_by_the_steps_they_cover_and_skips_step_0():
+    frame = records([
+        ("a", "D", "cnn", "PRODEN", True, 0, 9.0, 0.5, "cpu_max_rss"),   # start-up: left out
+        ("a", "D", "cnn", "PRODEN", True, 25, 1.0, 0.6, "cpu_max_rss"),  # covers 25 steps
+        ("a", "D", "cnn", "PRODEN", True, 30, 4.0, 0.7, "cpu_max_rss"),  # covers 5 steps (the last, steps - 1)
+        ("b", "D", "cnn", "PRODEN", True, 0, 9.0, 0.1, "cpu_max_rss"),
+        ("b", "D", "cnn", "PRODEN", True, 10, 2.0, 0.2, "cpu_max_rss"),  # covers 10 steps
+        ("c", "D", "cnn", "PiCO", True, 0, 9.0, 1.0, "cuda_max_allocated"),
+        ("c", "D", "cnn", "PiCO", True, 20, 3.0, 2.0, "cuda_max_allocated"),
+    ])
+    costs = step_costs(frame.sample(frac=1.0, random_state=0)).set_index("algorithm")
+    assert costs.loc["PRODEN", "step_time_s"] == pytest.approx((25 * 1.0 + 5 * 4.0 + 10 * 2.0) / 40)
+    assert costs.loc["PRODEN", "step_time_median_s"] == pytest.approx(2.0)  # of 1.0, 4.0, 2.0
+    assert costs.loc["PRODEN", "steps_timed"] == 40 and costs.loc["PRODEN", "runs"] == 2
+    assert costs.loc["PRODEN", "peak_mem_gb"] == pytest.approx(0.7)
+    assert costs.loc["PiCO", "step_time_s"] == pytest.approx(3.0)
+    assert costs.loc["PiCO", "mem_source"] == "cuda_max_allocated"
+    assert {"dataset", "arch", "compat", "step_time_s", "steps_timed", "runs", "peak_mem_gb"} <= set(costs.columns)
+
+
+def test_step_costs_groups_by_the_requested_keys_and_names_mixed_memory_sources():
+    frame = records([
+        ("a", "D1", "cnn", "PRODEN", True, 0, 1.0, 0.1, "cpu_max_rss"),
+        ("a", "D1", "cnn", "PRODEN", True, 10, 1.0, 0.1, "cpu_max_rss"),
+        ("b", "D2", "cnn", "PRODEN", True, 0, 1.0, 0.1, "cuda_max_allocated"),
+        ("b", "D2", "cnn", "PRODEN", True, 10, 3.0, 0.3, "cuda_max_allocated"),
+    ])
+    per_dataset = step_costs(frame)
+    assert len(per_dataset) == 2 and set(per_dataset["dataset"]) == {"D1", "D2"}
+    pooled = step_costs(frame, by=["algorithm"])
+    assert len(pooled) == 1
+    assert pooled["step_time_s"].iloc[0] == pytest.approx(2.0)
+    assert pooled["mem_source"].iloc[0] == "cpu_max_rss+cuda_max_allocated"
+
+
+def test_step_costs_needs_records_after_step_0():
+    with pytest.raises(ConfigError, match="after step 0"):
+        step_costs(records([("a", "D", "cnn", "PRODEN", True, 0, 1.0, 0.1, "cpu_max_rss")]))
+    with pytest.raises(ConfigError, match="missing"):
+        step_costs(pd.DataFrame({"run": ["a"], "step": [1]}))
+
+
+# -- validation_as_training ----------------------------------------------------------------------------------------
+def toy(n=203, q=5, fixed_test=False, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, q, n)
+    S = (rng.random((n, q)) < 0.4).astype(np.uint8)
+    S[np.arange(n), y] = 1
+    X = np.column_stack([np.arange(n), rng.normal(size=n)]).astype(np.float32)  # column 0: the row's identity
+    test = (rng.normal(size=(17, 2)).astype(np.float32), rng.integers(0, q, 17)) if fixed_test else None
+    return PLLDataset("toy", X, S, y, tuple(map(str, range(q))), "tabular", test, 100, {"annotator_sets": S[:, None]})
+
+
+@pytest.mark.parametrize("fixed_test", [False, True])
+@pytest.mark.parametrize("trial_seed", [0, 3])
+def test_validation_rows_join_training_with_singleton_sets(fixed_test, trial_seed):
+    ds = toy(fixed_test=fixed_test)
+    old = plench_split(ds, trial_seed)
+    moved = validation_as_training(ds, trial_seed)
+    new = plench_split(moved, trial_seed)
+    ids = lambda d, rows: d.X[rows, 0].astype(int)  # noqa: E731
+    n_train = len(old["train"])
+    assert ids(moved, new["train"]).tolist() == ids(ds, old["train"]).tolist() + ids(ds, old["val"]).tolist()
+    assert np.array_equal(moved.S[new["train"][:n_train]], ds.S[old["train"]])  # training rows keep their sets
+    singles = new["train"][n_train:]
+    assert np.array_equal(moved.S[singles], np.eye(5, dtype=np.uint8)[ds.y[old["val"]]])  # |S| = 1, the true label
+    assert np.array_equal(moved.y, ds.y[moved.X[:, 0].astype(int)])
+    assert set(ids(moved, new["val"])) == set(ids(ds, old["val"]))  # validation: the original rows, partial sets
+    assert np.array_equal(moved.S[new["val"]], ds.S[ids(moved, new["val"])])
+    assert new["test"] is None
+    expected_test = ds.test if fixed_test else (ds.X[old["test"]], ds.y[old["test"]])
+    assert np.array_equal(moved.test[0], expected_test[0]) and np.array_equal(moved.test[1], expected_test[1])
+    assert moved.name == ds.name and "annotator_sets" not in moved.meta
+    assert moved.meta["validation_in_training"]["moved_rows"] == len(old["val"])
+
+
+def test_validation_as_training_keeps_image_rows(tmp_path):
+    ds = load_pll_dataset("PLDigits-Vaguest", modality="image")
+    moved = validation_as_training(ds, 1)
+    old, new = plench_split(ds, 1), plench_split(moved, 1)
+    assert moved.X.shape[1:] == (8, 8, 1) and moved.X.dtype == np.uint8
+    assert np.array_equal(moved.X[new["train"][: len(old["train"])]], ds.X[old["train"]])
+    assert np.array_equal(moved.X[new["train"][len(old["train"]):]], ds.X[old["val"]])
+
+
+def test_train_with_validation_runs_the_default_configuration_resumably(tmp_path):
+    ds = load_pll_dataset("PLDigits-Vaguest")
+    common = dict(n_trials=2, arch="mlp", steps=6, checkpoint_freq=3, out_dir=tmp_path)
+    counts = train_with_validation([ds], ["PRODEN", "CC"], **common)
+    assert counts == {"total": 4, "skipped": 0, "restarted": 0, "ran": 4}
+    found = collect(tmp_path)
+    assert set(found["hparams_seed"]) == {0} and set(found["trial_seed"]) == {0, 1}
+    assert set(found["dataset"]) == {ds.name} and set(found["step"]) == {0, 3, 5}
+    assert train_with_validation([ds], ["PRODEN", "CC"], **common)["skipped"] == 4
+    # the PRODEN run of trial 1 is train_run on the rearranged dataset
+    direct = train_run(validation_as_training(ds, 1), "PRODEN", arch="mlp", hparams_seed=0, trial_seed=1, steps=6,
+                       checkpoint_freq=3, out_dir=tmp_path / "direct")
+    mine = found[(found["algorithm"] == "PRODEN") & (found["trial_seed"] == 1)].sort_values("step")
+    assert mine["test_acc"].tolist() == [r["test_acc"] for r in direct]
+
+
+# -- train_model ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, arch, modality", [("PRODEN", "mlp", "tabular"), ("PiCO", "digits_cnn", "image")])
+def test_train_model_is_the_model_train_run_ends_with(tmp_path, name, arch, modality):
+    ds = load_pll_dataset("PLDigits-Aggregate", modality=modality)
+    overrides = {"batch_size": 32, **({"moco_queue": 64, "prot_start": 3} if name == "PiCO" else {})}
+    recs = train_run(ds, name, arch=arch, hparams_seed=0, trial_seed=1, steps=7, checkpoint_freq=7,
+                     out_dir=tmp_path, hparams_overrides=overrides)
+    model = train_model(ds, name, arch=arch, trial_seed=1, steps=7, hparams_overrides=overrides)
+    split = plench_split(ds, 1)
+    from plench.augment import views_for
+
+    x = ds.X[split["test"]]
+    x = views_for("image", 8)["original"](torch.as_tensor(x)) if modality == "image" else torch.as_tensor(x)
+    with torch.no_grad():
+        acc = float((model.predict(x).argmax(1) == torch.as_tensor(ds.y[split["test"]])).double().mean())
+    assert acc == pytest.approx(recs[-1]["test_acc"])
+    assert not model.training and model.curr_iter == 7
