@@ -64,6 +64,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from shared.datasets.real import missing_data_error as shared_missing_data_error
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError, unknown_choice
 from shared.paths import data_dir as resolve_data_dir
 
@@ -219,12 +220,8 @@ def list_text_datasets() -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------------------------- errors
 def missing_data_error(what: str, expected: list[Path], how: str) -> DataNotFoundError:
-    paths = "\n  ".join(str(p) for p in expected)
-    return DataNotFoundError(
-        f"{what} not found. Looked for:\n  {paths}\n{how}\n"
-        "Pass data_dir=... (or set NOISY_DATA_DIR) to point at another folder, "
-        "or run with profile='smoke' to use the offline stand-ins (vader, rt_snippets)."
-    )
+    """``shared.datasets.real.missing_data_error`` naming LNLFN's offline stand-ins."""
+    return shared_missing_data_error(what, expected, how, stand_ins="vader, rt_snippets")
 
 
 def _format_error(path, line, field_name, message) -> DataFormatError:

@@ -43,6 +43,17 @@ def item_seed(*parts) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
 
 
+def as_generator(seed) -> np.random.Generator:
+    """``seed`` (an int or a ``numpy.random.Generator``) as a Generator; other types raise ConfigError."""
+    from shared.errors import ConfigError
+
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        return np.random.default_rng(int(seed))
+    raise ConfigError(f"seed must be an int or a numpy.random.Generator, got {type(seed).__name__}")
+
+
 def item_rng(*parts) -> np.random.Generator:
     """``np.random.default_rng(item_seed(*parts))``."""
     return np.random.default_rng(item_seed(*parts))

@@ -29,13 +29,15 @@ ADULT_CATEGORICAL = (
 )
 
 
-def missing_data_error(what: str, expected: list[Path], how: str) -> DataNotFoundError:
-    """A DataNotFoundError listing the paths looked at, how to get the data and how to run without it."""
+def missing_data_error(what: str, expected: list[Path], how: str, *, stand_ins: str = "") -> DataNotFoundError:
+    """A DataNotFoundError listing the paths looked at, how to get the data and how to run without it
+    (``stand_ins`` names the offline stand-ins, e.g. "vader, rt_snippets")."""
     paths = "\n  ".join(str(p) for p in expected)
+    named = f" ({stand_ins})" if stand_ins else ""
     return DataNotFoundError(
         f"{what} not found. Looked for:\n  {paths}\n{how}\n"
         "Pass data_dir=... (or set NOISY_DATA_DIR) to point at another folder, "
-        "or run with profile='smoke' to use the offline stand-ins."
+        f"or run with profile='smoke' to use the offline stand-ins{named}."
     )
 
 

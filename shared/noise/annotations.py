@@ -50,7 +50,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shared.errors import ConfigError, unknown_choice
-from shared.noise.classic import check_transition_matrix, pairflip_transition, symmetric_transition
+from shared.noise.classic import check_labels, check_transition_matrix, pairflip_transition, symmetric_transition
+from shared.seeding import as_generator
 
 #: Application order of ``compose`` (official: hard -> rogue -> malicious -> missed).
 KINDS = ("crowd_majority", "hard", "dissenting_worker", "malicious", "dissenting_label", "class_dependent",
@@ -109,21 +110,8 @@ class NoisedLabels:
 
 
 # ------------------------------------------------------------------------------------------ validation
-def _rng(seed) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        return np.random.default_rng(int(seed))
-    raise ConfigError(f"seed must be an int or a numpy.random.Generator, got {type(seed).__name__}")
 
 
-def _labels(y, num_classes: int) -> np.ndarray:
-    y = np.asarray(y)
-    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
-        raise ConfigError(f"clean labels must be a 1-D integer array, got shape {y.shape} and dtype {y.dtype}")
-    if len(y) and (y.min() < 0 or y.max() >= num_classes):
-        raise ConfigError(f"clean labels must lie in 0..{num_classes - 1}, found {y.min()}..{y.max()}")
-    return y.astype(np.int64)
 
 
 def check_annotations(A, num_classes: int, n_items: int | None = None) -> np.ndarray:
@@ -252,9 +240,9 @@ def crowd_majority_labels(A, clean, num_classes: int, *, k: int | None = None, s
     the tied labels at random (Chong et al., 2022, App. A). With ``k``, each item's vote uses k of its
     annotations chosen at random (all of them if it has fewer), e.g. k = 3 for the VADER-M stand-in.
     """
-    clean = _labels(clean, num_classes)
+    clean = check_labels(clean, num_classes)
     A = check_annotations(A, num_classes, len(clean))
-    rng = _rng(seed)
+    rng = as_generator(seed)
     n = len(A)
     if k is not None:
         if int(k) < 1:
@@ -411,9 +399,9 @@ def compose(A, clean, num_classes: int, *, rate=None, mix=None, split=None, seed
     With ``die_on_insufficient`` (default) a kind that cannot reach its target in a split raises ConfigError;
     otherwise it noises what it can and ``info["noised"]`` shows the shortfall.
     """
-    clean = _labels(clean, num_classes)
+    clean = check_labels(clean, num_classes)
     n = len(clean)
-    rng = _rng(seed)
+    rng = as_generator(seed)
     split, names, code = _splits(split, n)
     if targets is not None:
         if set(targets) != set(names):

@@ -16,13 +16,14 @@ def _check_rate(rate: float, upper: float = 1.0) -> None:
         raise ConfigError(f"noise rate must be in [0, {upper:g}], got {rate}")
 
 
-def _check_labels(y: np.ndarray, num_classes: int) -> np.ndarray:
+def check_labels(y, num_classes: int) -> np.ndarray:
+    """``y`` as a 1-D int64 array of class indices in [0, num_classes); anything else raises ConfigError."""
     y = np.asarray(y)
     if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
         raise ConfigError(f"labels must be a 1-D integer array, got shape {y.shape} and dtype {y.dtype}")
     if len(y) and (y.min() < 0 or y.max() >= num_classes):
         raise ConfigError(f"labels must lie in 0..{num_classes - 1}, found {y.min()}..{y.max()}")
-    return y
+    return y.astype(np.int64, copy=False)
 
 
 def check_transition_matrix(T: np.ndarray, atol: float = 1e-8) -> np.ndarray:
@@ -62,7 +63,7 @@ def apply_transition(y: np.ndarray, T: np.ndarray, rng: np.random.Generator, *, 
     (those items chosen uniformly); their new labels are drawn from the off-diagonal part of ``T[k]``.
     """
     T = check_transition_matrix(T)
-    y = _check_labels(y, len(T))
+    y = check_labels(y, len(T))
     noisy = y.copy()
     if not exact:
         cumulative = np.cumsum(T, axis=1)
@@ -106,7 +107,7 @@ def instance_dependent_flip_probabilities(
     from scipy.stats import truncnorm
 
     _check_rate(rate)
-    y = _check_labels(y, num_classes)
+    y = check_labels(y, num_classes)
     X = np.asarray(features, dtype=np.float64).reshape(len(y), -1)
     X = (X - X.mean(axis=0)) / (X.std(axis=0) + 1e-12)
     X /= np.linalg.norm(X, axis=1, keepdims=True) + 1e-12

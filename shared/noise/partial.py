@@ -21,25 +21,14 @@ import math
 import numpy as np
 
 from shared.errors import ConfigError, unknown_choice
+from shared.noise.classic import check_labels
+from shared.seeding import as_generator
 
 USS_VARIANTS = ("exact", "feng2020_code")
 
 
-def _rng(seed) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, (int, np.integer)):
-        return np.random.default_rng(int(seed))
-    raise ConfigError(f"seed must be an int or a numpy.random.Generator, got {type(seed).__name__}")
 
 
-def _labels(y, q: int) -> np.ndarray:
-    y = np.asarray(y)
-    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
-        raise ConfigError(f"labels must be a 1-D integer array, got shape {y.shape} and dtype {y.dtype}")
-    if len(y) and (y.min() < 0 or y.max() >= q):
-        raise ConfigError(f"labels must lie in 0..{q - 1} for q = {q}, found {y.min()}..{y.max()}")
-    return y.astype(np.int64)
 
 
 def _sets(S) -> np.ndarray:
@@ -60,7 +49,7 @@ def uss_candidates(y, q: int, seed=0, variant: str = "exact") -> np.ndarray:
     """
     if q < 2:
         raise ConfigError(f"USS needs at least 2 classes (q = {q} leaves no set but the full one)")
-    y, rng = _labels(y, q), _rng(seed)
+    y, rng = check_labels(y, q), as_generator(seed)
     rows = np.arange(len(y))
     if variant == "exact":
         S = np.zeros((len(y), q), dtype=np.uint8)
@@ -98,7 +87,7 @@ def fps_candidates(y, q: int, p, seed=0) -> np.ndarray:
     (q, q) inclusion matrix ``P[i, j] = p(j in S | y = i)``. A diagonal below 1 gives noisy PLL (y may be
     missing from S); rows that come out empty are redrawn, so a set is never empty.
     """
-    y, rng = _labels(y, q), _rng(seed)
+    y, rng = check_labels(y, q), as_generator(seed)
     P = fps_matrix(q, p) if np.isscalar(p) else np.asarray(p, dtype=np.float64)
     if P.shape != (q, q) or not np.all((P >= 0) & (P <= 1)):
         raise ConfigError(f"the FPS inclusion matrix must be (q, q) = ({q}, {q}) with entries in [0, 1], "
@@ -128,7 +117,7 @@ def perception_probabilities(X, y, q: int, *, n_components: int = 2, n_neighbors
     from sklearn.model_selection import cross_val_predict
     from sklearn.neighbors import KNeighborsClassifier
 
-    y = _labels(y, q)
+    y = check_labels(y, q)
     Z = PCA(n_components=n_components).fit_transform(np.asarray(X, dtype=np.float64))
     proba = cross_val_predict(KNeighborsClassifier(n_neighbors=n_neighbors), Z, y, cv=n_folds,
                               method="predict_proba")
@@ -149,7 +138,7 @@ def simulate_annotators(P, y, n_annotators: int = 10, seed=0, *, carefulness=(0.
     """
     P = np.asarray(P, dtype=np.float64)
     n, q = P.shape
-    y, rng = _labels(y, q), _rng(seed)
+    y, rng = check_labels(y, q), as_generator(seed)
     if len(y) != n:
         raise ConfigError(f"P has {n} rows but there are {len(y)} labels")
     rows = np.arange(n)
@@ -202,7 +191,7 @@ def average_size(S) -> float:
 def pll_noise_rate(S, y) -> float:
     """Fraction of rows whose candidate set lacks the true label."""
     S = _sets(S)
-    y = _labels(y, S.shape[1])
+    y = check_labels(y, S.shape[1])
     return float(np.mean(S[np.arange(len(y)), y] == 0)) if len(y) else 0.0
 
 
@@ -213,7 +202,7 @@ def flipping_matrix(S, y, q: int | None = None) -> np.ndarray:
     """
     S = _sets(S).astype(np.float64)
     q = S.shape[1] if q is None else q
-    y = _labels(y, q)
+    y = check_labels(y, q)
     counts = np.bincount(y, minlength=q).astype(np.float64)
     sums = np.zeros((q, S.shape[1]))
     np.add.at(sums, y, S)
@@ -230,7 +219,7 @@ def ambiguity_degree(S, y) -> float:
 def noise_rate_by_annotators(sets, y) -> np.ndarray:
     """Noise rate of the union of the first k annotators, k = 1..A, (A,) (Plench Fig. 2(b))."""
     sets = _sets(sets)
-    y = _labels(y, sets.shape[2])
+    y = check_labels(y, sets.shape[2])
     has_true = sets[np.arange(len(y)), :, y] > 0  # (n, A)
     return 1.0 - np.logical_or.accumulate(has_true, axis=1).mean(axis=0)
 
