@@ -149,3 +149,23 @@ def results_table(records: pd.DataFrame, nan_policy: str = "neg_inf", how: str =
         rows.append({**dict(zip([*keys, "criterion"], key)), "mean": mean, "err": err, "n_trials": len(values),
                      "per_trial": tuple(float(v) for v in values)})
     return pd.DataFrame(rows)
+
+
+def criterion_summary(table: pd.DataFrame) -> dict:
+    """How close CR, AA and OA come to OA & ES over the algorithms of one table (the spec's "derived anchors").
+
+    ``table`` has one row per (algorithm, criterion) with the accuracy in ``value`` (a paper table or ours).
+    Returns the mean gaps OA&ES - CR / AA / OA (points), Spearman's rho of CR and AA with OA&ES across
+    algorithms, and in how many rows CR beats AA.
+    """
+    from scipy.stats import spearmanr
+
+    w = table.pivot_table(index="algorithm", columns="criterion", values="value")
+    missing = [c for c in CRITERIA if c not in w.columns]
+    if missing:
+        raise ConfigError(f"criterion_summary needs every criterion per algorithm; missing {missing}")
+    return {"mean(OA&ES - CR)": float((w["OA&ES"] - w["CR"]).mean()), "mean(OA&ES - AA)": float((w["OA&ES"] - w["AA"]).mean()),
+            "mean(OA&ES - OA)": float((w["OA&ES"] - w["OA"]).mean()),
+            "rho(CR, OA&ES)": float(spearmanr(w["CR"], w["OA&ES"]).statistic),
+            "rho(AA, OA&ES)": float(spearmanr(w["AA"], w["OA&ES"]).statistic),
+            "CR > AA": f"{int((w['CR'] > w['AA']).sum())}/{len(w)}"}

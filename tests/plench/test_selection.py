@@ -154,3 +154,20 @@ def test_runs_with_different_hparams_overrides_are_different_experiments():
     assert cr[""] == pytest.approx(71.0) and cr['{"warm_up": 60}'] == pytest.approx(21.0)
     with pytest.raises(ConfigError, match="hparams_overrides"):
         selection.select(pd.concat([plain, warm]), "CR")
+
+
+def test_criterion_summary_reproduces_the_specs_derived_anchors_from_the_papers_tables():
+    from shared.report import reported
+
+    paper = reported("plench", "results").query("metric == 'test_acc'")
+    anchors = {  # spec §2 "Derived anchors": mean gaps, rho(CR, OA&ES), rows with CR > AA
+        "Table 1": (0.85, 5.50, 2.43, 0.990, "21/26"), "Table 2": (1.58, 8.34, 1.89, 0.982, "24/26"),
+        "Table 7": (1.73, 3.58, 1.39, 0.917, "16/20"), "Table 14": (2.92, 7.74, 1.36, 0.600, "12/20"),
+    }
+    for item, (cr, aa, oa, rho, wins) in anchors.items():
+        s = selection.criterion_summary(paper[paper["item"] == item])
+        assert s["mean(OA&ES - CR)"] == pytest.approx(cr, abs=0.006) and s["mean(OA&ES - AA)"] == pytest.approx(aa, abs=0.006)
+        assert s["mean(OA&ES - OA)"] == pytest.approx(oa, abs=0.006) and s["rho(CR, OA&ES)"] == pytest.approx(rho, abs=0.0006)
+        assert s["CR > AA"] == wins
+    with pytest.raises(ConfigError, match="missing"):
+        selection.criterion_summary(paper[(paper["item"] == "Table 1") & (paper["criterion"] != "AA")])
