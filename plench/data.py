@@ -410,3 +410,14 @@ def table5_row(ds: PLLDataset) -> dict:
         "Noise Rate (%)": 100 * pll_noise_rate(ds.S, ds.y),
         "# S = Y": int((ds.S.sum(axis=1) == ds.S.shape[1]).sum()),
     }
+
+
+def class_share_in_test(ds: PLLDataset, cls: int, n_trials: int) -> float:
+    """Share (%) of class ``cls`` among the test rows, averaged over trial splits 0..n_trials-1: the accuracy of a
+    network that predicts ``cls`` everywhere (what NaN outputs do: argmax of a NaN row is class 0)."""
+    shares = []
+    for trial in range(n_trials):
+        test = plench_split(ds, trial)["test"]
+        labels = ds.y[test] if test is not None else ds.test[1]
+        shares.append(np.mean(np.asarray(labels) == cls))
+    return 100 * float(np.mean(shares))

@@ -377,3 +377,12 @@ def test_resized_crop_box_hand_computed():
     # full area at aspect 4/3 never fits in 10 tries: the fallback is the whole square image
     assert _resized_crop_box(32, 32, torch.full((10, 4), 0.9999)) == (0, 0, 32, 32)
     assert _resized_crop_box(10, 40, torch.full((10, 4), 0.9999)) == (0, 13, 10, 13)  # too wide: 4/3 centred
+
+
+def test_class_share_in_test_is_the_constant_predictors_accuracy():
+    from plench.data import class_share_in_test
+
+    ds = load_pll_dataset("digits-USS")
+    shares = [100 * np.mean(ds.y[plench_split(ds, t)["test"]] == 0) for t in range(3)]
+    assert class_share_in_test(ds, 0, 3) == pytest.approx(np.mean(shares))
+    assert sum(class_share_in_test(ds, c, 1) for c in range(10)) == pytest.approx(100.0)
