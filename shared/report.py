@@ -64,7 +64,7 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, on: list[str] | 
             frame[col] = frame[col].map(_key_text)
     merged = left.merge(right, on=keys, how="left")
     merged["diff"] = pd.to_numeric(merged["ours"], errors="coerce") - pd.to_numeric(merged["paper"], errors="coerce")
-    front = ["item"] + keys + ["paper", "ours", "diff"]
+    front = ["item"] + [k for k in keys if k != "item"] + ["paper", "ours", "diff"]  # "item" may be a key too
     return merged[front + [c for c in merged.columns if c not in front]]
 
 

