@@ -268,3 +268,25 @@ def test_model_fingerprint_reads_contents(tmp_path):
     (tmp_path / "weights.bin").write_bytes(b"aaab")  # same size, new contents (a TAPT checkpoint)
     os.utime(tmp_path / "weights.bin", ns=(1, 1))  # a new file time even on coarse-grained file systems
     assert F.model_fingerprint(tmp_path) != before
+
+
+def test_experiments_model_sweep_fine_tunes_sequence_and_token_datasets(tiny_model, cache_dir):
+    """The full-profile path of the notebooks: lnlfn.experiments.model_sweep dispatches to fine-tuning."""
+    from lnlfn.data import TextDataset
+    from lnlfn.experiments import model_sweep, scored_items, task_of
+
+    words = ["good", "great", "bad", "awful"] * 12
+    labels = np.array([0, 0, 1, 1] * 12)
+    split = np.array((["train"] * 4 + ["val"] * 4 + ["test"] * 4) * 4)
+    config = FinetuneConfig(lr=1e-2, epochs=12, batch_size=8)
+    seq = TextDataset(name="toy", texts=words, labels=labels, classes=("pos", "neg"), annotations=None, split=split,
+                      ids=np.arange(48).astype(str), source="test")
+    sweep = model_sweep(seq, labels, model=str(tiny_model), configs=[config], device="cpu")
+    assert task_of(seq) == "sequence" and sweep.probs.shape == (1, 32, 2)
+    assert (sweep.probs[0].argmax(1) == labels[scored_items(seq)]).mean() > 0.9
+    tok = TextDataset(name="toy_tokens", texts=words, labels=labels, classes=("pos", "neg"), annotations=None,
+                      split=np.repeat(["train", "val", "test"], 16), ids=np.arange(48).astype(str), source="test",
+                      columns={"tweet": np.arange(48) // 4, "position": np.arange(48) % 4})
+    sweep = model_sweep(tok, labels, model=str(tiny_model), configs=[config], device="cpu")
+    assert task_of(tok) == "token" and sweep.probs.shape == (1, 32, 2)
+    assert np.allclose(sweep.probs.sum(2), 1.0)
