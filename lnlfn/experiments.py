@@ -172,6 +172,42 @@ def selected_accuracy(sweep: SweepResult, ds, *, eval_labels, select_labels=None
     return {"run": run, "accuracy": float(accs[run]), "accuracies": accs}
 
 
+def corrected_labels(ds, noisy, clean, scores, rate: float) -> np.ndarray:
+    """Table 4's "corrected" labels (n,): in the validation and the test split, the top ``round(rate x n_split)``
+    scored items (``scores`` (n_scored,) over ``scored_items(ds)``, higher = checked first) are checked by a
+    perfect verifier: flagged items whose noisy label is wrong get their clean label back, the rest stay."""
+    noisy, clean = _check_labels(ds, noisy), _check_labels(ds, clean)
+    scored = scored_items(ds)
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.shape != scored.shape:
+        raise ConfigError(f"scores must have one entry per scored item ({len(scored)}), got shape {scores.shape}")
+    names = np.asarray(ds.split)[scored]
+    out = noisy.copy()
+    for s in ("val", "test"):
+        rows = np.flatnonzero(names == s)
+        top = scored[rows[np.argsort(-scores[rows], kind="stable")[:int(round(rate * len(rows)))]]]
+        fix = top[noisy[top] != clean[top]]
+        out[fix] = clean[fix]
+    return out
+
+
+def true_rank(run: int, true_accuracies) -> int:
+    """Table 4's rank of ``run`` among the sweep by true (clean-test) accuracy: 1 = best; ties share the better rank."""
+    acc = np.asarray(true_accuracies, dtype=np.float64)
+    return int(1 + (acc > acc[run] + 1e-12).sum())
+
+
+def precision_recall_f1(hypothesized, is_error) -> tuple[float, float, float]:
+    """Precision, recall and F1 of a set of hypothesized item positions (Tables 8-10 at a threshold)."""
+    err = np.asarray(is_error, dtype=bool)
+    top = np.asarray(hypothesized, dtype=np.int64)
+    if err.sum() == 0:
+        raise ConfigError("no label errors among the scored items: recall is undefined")
+    tp = int(err[top].sum())
+    p, r = tp / max(len(top), 1), tp / int(err.sum())
+    return p, r, 0.0 if p + r == 0 else 2 * p * r / (p + r)
+
+
 def detection_row(det: Detection, is_error, *, n_errors: int | None = None) -> dict:
     """Table 3's metrics of one detection: trapezoid AUPR (over the method's own hypothesized items),
     P = R at Err% (k = number of errors), recall at 2 x Err%, and how many items the method hypothesizes.
@@ -189,4 +225,5 @@ def detection_row(det: Detection, is_error, *, n_errors: int | None = None) -> d
 
 
 __all__ = ["BASELINE_HEADS", "with_validation", "is_frozen", "scored_items", "test_items", "val_items", "sweep_configs", "make_configs", "features",
-           "model_sweep", "task_of", "baseline_sweep", "selected_accuracy", "detection_row"]
+           "model_sweep", "task_of", "baseline_sweep", "selected_accuracy", "corrected_labels",
+           "true_rank", "precision_recall_f1", "detection_row"]

@@ -39,7 +39,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from lnlfn import encoders
-from lnlfn.scoring import SweepResult, _items, _labels, array_hash, loss_scores
+from lnlfn.scoring import SweepResult, _items, _labels, array_hash, draw_sweep, loss_scores
 from shared.cache import ArtifactCache
 from shared.device import select_device
 from shared.errors import ConfigError, DataNotFoundError, unknown_choice
@@ -122,22 +122,12 @@ def random_finetune_configs(n: int, *, seed: int = 0, lr_range: tuple[float, flo
     """``n`` runs drawn like the paper's sweep (§3.4): lr log-uniform in ``lr_range``, integer epochs uniform
     in ``epochs`` (inclusive), batch size uniform over ``batch_sizes``; run i gets ``seed=i`` (``seed`` only
     drives the draws). ``fixed`` sets the other FinetuneConfig fields of every run (e.g. ``bf16=True``)."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ConfigError(f"n must be a positive number of runs, got {n!r}")
-    lo, hi = lr_range
-    if not 0 < lo <= hi:
-        raise ConfigError(f"lr_range must be (low, high) with 0 < low <= high, got {lr_range}")
-    if not 1 <= epochs[0] <= epochs[1]:
-        raise ConfigError(f"epochs must be (low, high) with 1 <= low <= high, got {epochs}")
-    if len(batch_sizes) == 0:
-        raise ConfigError("batch_sizes is empty")
     bad = sorted(set(fixed) - set(_DEFAULTS))
     if bad:
         raise ConfigError(f"random_finetune_configs cannot fix {bad}; fixable fields: {sorted(_DEFAULTS)}")
     rng = np.random.default_rng(item_seed("lnlfn-random-finetune", seed))
-    return [FinetuneConfig(lr=float(np.exp(rng.uniform(np.log(lo), np.log(hi)))),
-                           epochs=int(rng.integers(epochs[0], epochs[1] + 1)),
-                           batch_size=int(rng.choice(batch_sizes)), seed=i, **fixed) for i in range(n)]
+    return [FinetuneConfig(**draw, seed=i, **fixed)
+            for i, draw in enumerate(draw_sweep(n, rng, lr_range, epochs, batch_sizes))]
 
 
 # ------------------------------------------------------------------------------------------ models

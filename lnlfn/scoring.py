@@ -142,21 +142,29 @@ def random_heads(n: int, *, seed: int = 0, lr_range: tuple[float, float] = (1e-4
     The paper's lr range (1e-6 to 1e-3) is for fine-tuning a whole transformer; a freshly initialised head
     needs larger steps, hence the default 1e-4 to 1e-2 (pass ``lr_range=(1e-6, 1e-3)`` for the paper's).
     """
-    if n < 1:
-        raise ConfigError(f"n must be a positive number of heads, got {n}")
+    rng = np.random.default_rng(item_seed("lnlfn-random-heads", seed))
+    return [HeadConfig("mlp", **draw, hidden=int(rng.choice(hidden)), train_fraction=float(rng.choice(train_fractions)),
+                       seed=i) for i, draw in enumerate(draw_sweep(n, rng, lr_range, epochs, batch_sizes))]
+
+
+def draw_sweep(n: int, rng: np.random.Generator, lr_range: tuple[float, float], epochs: tuple[int, int],
+               batch_sizes: Sequence[int]):
+    """Yield ``n`` draws of the paper's sweep (§3.4): ``{"lr", "epochs", "batch_size"}`` with lr log-uniform in
+    ``lr_range``, integer epochs uniform in ``epochs`` (inclusive), batch size uniform over ``batch_sizes``.
+
+    A generator, so a caller can draw its own extra fields from ``rng`` between runs (``random_heads``)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ConfigError(f"n must be a positive number of runs, got {n!r}")
     lo, hi = lr_range
     if not 0 < lo <= hi:
         raise ConfigError(f"lr_range must be (low, high) with 0 < low <= high, got {lr_range}")
     if not 1 <= epochs[0] <= epochs[1]:
         raise ConfigError(f"epochs must be (low, high) with 1 <= low <= high, got {epochs}")
-    rng = np.random.default_rng(item_seed("lnlfn-random-heads", seed))
-    out = []
-    for i in range(n):
-        out.append(HeadConfig(
-            "mlp", lr=float(np.exp(rng.uniform(np.log(lo), np.log(hi)))),
-            epochs=int(rng.integers(epochs[0], epochs[1] + 1)), batch_size=int(rng.choice(batch_sizes)),
-            hidden=int(rng.choice(hidden)), train_fraction=float(rng.choice(train_fractions)), seed=i))
-    return out
+    if len(batch_sizes) == 0:
+        raise ConfigError("batch_sizes is empty")
+    for _ in range(n):
+        lr = float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+        yield {"lr": lr, "epochs": int(rng.integers(epochs[0], epochs[1] + 1)), "batch_size": int(rng.choice(batch_sizes))}
 
 
 # ------------------------------------------------------------------------------------------ inputs
@@ -706,6 +714,7 @@ def detect(sweep: SweepResult, *, k: int = 3, by: str = "accuracy", baseline_pro
 
 __all__ = [
     "HEAD_KINDS", "SELECT_BY", "CL_FILTERS", "CL_RANKS", "LOSS_EPS", "HeadConfig", "smoke_heads", "random_heads",
+    "draw_sweep",
     "array_hash", "make_folds", "CrossFit", "cross_fit_probs", "holdout_probs", "loss_scores", "ensemble_probs",
     "SweepResult", "run_sweep", "Detection", "loss_detection", "fml", "fme", "cl_mask", "cl", "with_cl", "detect",
 ]

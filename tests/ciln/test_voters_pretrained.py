@@ -31,13 +31,7 @@ def fit(name, recipe, X=None, y=None, cache=None, seed=42):
                                    device="cpu", cache=cache)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: these tiny batches gain nothing from more, and on a busy CPU they thrash (5x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -127,3 +127,41 @@ def test_baseline_sweep_learns_from_char_ngrams_and_configs_dispatch():
     assert X.make_configs("microsoft/deberta-v3-base", [{"lr": 1e-5, "epochs": 2, "batch_size": 8}]) == \
         [FinetuneConfig(lr=1e-5, epochs=2, batch_size=8)]
     assert X.task_of(ds) == "sequence"
+
+
+def test_corrected_labels_restore_only_the_true_errors_among_each_splits_top_items():
+    ds = tiny_dataset(["train"] * 2 + ["val"] * 4 + ["test"] * 4)
+    clean = np.zeros(10, dtype=np.int64)
+    noisy = clean.copy()
+    noisy[[2, 3, 6, 9]] = 1  # errors: val rows 2, 3; test rows 6, 9
+    # scores over the 8 scored rows (val 2-5, test 6-9): val checks row 2 (error) and row 4 (not);
+    # test checks rows 7 (not) and 6 (error); rows 3 and 9 are errors nobody checks
+    scores = np.array([0.9, 0.1, 0.8, 0.2, 0.7, 0.9, 0.1, 0.3])
+    out = X.corrected_labels(ds, noisy, clean, scores, rate=0.5)
+    assert out.tolist() == [0, 0, 0, 1, 0, 0, 0, 0, 0, 1]
+    with pytest.raises(ConfigError, match="one entry per scored item"):
+        X.corrected_labels(ds, noisy, clean, scores[:5], rate=0.5)
+
+
+def test_true_rank_and_precision_recall_f1():
+    assert [X.true_rank(r, [0.8, 0.9, 0.8, 0.7]) for r in range(4)] == [2, 1, 2, 4]
+    p, r, f = X.precision_recall_f1([0, 1, 2, 3], np.array([1, 0, 1, 0, 0, 1, 1, 0], dtype=bool))
+    assert (p, r) == (0.5, 0.5) and np.isclose(f, 0.5)
+    assert X.precision_recall_f1([], np.array([1, 0], dtype=bool)) == (0.0, 0.0, 0.0)
+    with pytest.raises(ConfigError, match="no label errors"):
+        X.precision_recall_f1([0], np.zeros(3, dtype=bool))
+
+
+def test_sweep_draws_check_their_ranges_for_heads_and_fine_tuning():
+    from lnlfn.finetune import random_finetune_configs
+    from lnlfn.scoring import random_heads
+
+    for make in (random_heads, random_finetune_configs):
+        with pytest.raises(ConfigError, match="positive number of runs"):
+            make(0)
+        with pytest.raises(ConfigError, match="lr_range"):
+            make(2, lr_range=(1e-3, 1e-5))
+        with pytest.raises(ConfigError, match="epochs"):
+            make(2, epochs=(3, 2))
+    assert [h.name for h in random_heads(2, seed=0, train_fractions=(0.25, 0.5, 1.0))] == [
+        "mlp(h=256, lr=0.00079, ep=4, bs=16, frac=0.5, seed=0)", "mlp(h=256, lr=0.00017, ep=8, bs=64, frac=0.25, seed=1)"]

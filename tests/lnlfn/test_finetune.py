@@ -24,15 +24,7 @@ WORD_CLASSES = [["cat", "dog", "bird", "horse"], ["red", "blue", "green", "yello
 FAST = FinetuneConfig(lr=1e-2, epochs=8, batch_size=8, weight_decay=0.0)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a busy 2-core machine, OpenMP threads of tiny ops spin-wait on each other."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,7 @@ NAMES = ["PRODEN", "CAVL", "POP", "ABS_MAE", "ABS_GCE", "CC", "EXP", "MCL_GCE", 
 STEPS = 60
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def build(data, name, *, compat=True, steps=STEPS, **overrides):
