@@ -1,6 +1,7 @@
 # One-command entry points. See README.md.
 #   make book   set up .venv, run every notebook in the smoke profile, build the book
 #   make test   set up .venv, run the unit tests and every notebook in the smoke profile
+#   make rehearse  run the full profile at reduced scale on stand-in data in the real formats (shared/rehearsal.py)
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV ?= .venv
@@ -9,7 +10,7 @@ KERNEL := noisy-label-replications
 JOBS ?= 2
 PROFILE ?= smoke
 
-.PHONY: setup book run test unit lab clean-runs
+.PHONY: setup book run test unit lab rehearse clean-runs
 
 setup: $(VENV)/.setup-done
 
@@ -38,6 +39,16 @@ test: setup
 
 unit: setup
 	$(BIN)/python -m pytest -m "not notebooks"
+
+# The full profile's code path (real loaders, paper models) on rehearsal data, at reduced scale; add
+# ARGS="-p device cuda" on a GPU box. Outputs go to runs/rehearsal, never into the book.
+REHEARSAL_DATA ?= runs/rehearsal-data
+rehearse: setup
+	$(BIN)/python -m shared.rehearsal $(REHEARSAL_DATA)
+	status=0; for paper in ciln plench lnlfn; do \
+	  $(BIN)/python -m shared.run $$paper --profile full -f $$paper/params/rehearsal.yaml \
+	    -p data_dir $(REHEARSAL_DATA) --out runs/rehearsal --jobs $(JOBS) $(ARGS) || status=1; \
+	done; exit $$status
 
 lab: setup
 	$(BIN)/jupyter lab

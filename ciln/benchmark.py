@@ -191,14 +191,14 @@ def resolve_corruptions(domain: str, corruptions) -> list[str]:
     return list(corruptions)
 
 
-def train_pool(dataset: Dataset, pool, splits: dict, *, seed: int, device, cache) -> list[Voter]:
-    """Train (or load) every voter of the pool on CLT, selected on CLV."""
+def train_pool(dataset: Dataset, pool, splits: dict, *, seed: int, device, cache, data_dir=None) -> list[Voter]:
+    """Train (or load) every voter of the pool on CLT, selected on CLV (pretrained weights under ``data_dir``)."""
     X, y = dataset.train.X, dataset.train.y
     take = (lambda idx: X.iloc[idx].reset_index(drop=True)) if isinstance(X, pd.DataFrame) else (lambda idx: X[idx])
     return [
         train_voter(name, take(splits["clt"]), y[splits["clt"]], take(splits["clv"]), y[splits["clv"]],
                     num_classes=dataset.num_classes, seed=seed, device=device, cache=cache, recipe_overrides=overrides,
-                    classes=dataset.classes)
+                    classes=dataset.classes, data_dir=data_dir)
         for name, overrides in progress(parse_pool(pool), desc="voters")
     ]
 
@@ -227,7 +227,7 @@ def generate_benchmark(
     for c, s in settings:
         get_corruption(domain, c, s)
     splits = gu_five_way_split(ds.train.y)
-    voters = train_pool(ds, pool, splits, seed=voter_seed, device=device, cache=cache)
+    voters = train_pool(ds, pool, splits, seed=voter_seed, device=device, cache=cache, data_dir=data_dir)
     X, y = split_rows(ds, split)
     reference = ds.train.X.iloc[splits["clt"]] if isinstance(ds.train.X, pd.DataFrame) else None
 

@@ -229,10 +229,12 @@ def _train_torch(spec: VoterSpec, recipe: dict, X, y, X_val, y_val, num_classes,
 def train_voter(
     name: str, X, y, X_val, y_val, *, num_classes: int, seed: int = 42, device="cpu",
     cache: ArtifactCache | None = None, recipe_overrides: dict | None = None, classes: tuple | None = None,
+    data_dir=None,
 ) -> Voter:
     """Train voter ``name`` on (X, y), selecting on (X_val, y_val); cached by recipe and data.
 
-    ``classes`` (class names) is needed by the zero-shot CLIP voter only.
+    ``classes`` (class names) is needed by the zero-shot CLIP voter only; ``data_dir`` is the data folder holding
+    the pretrained voters' default weight files (``weights/``, ``tabpfn/``).
     """
     if name not in VOTERS:
         raise unknown_choice("voter", name, VOTERS)
@@ -244,12 +246,12 @@ def train_voter(
     recipe = dict(spec.recipe, **(recipe_overrides or {}))
     if spec.kind == "tabular_full":
         model = fit_tabular_voter(name, recipe, X, y, X_val, y_val, num_classes=num_classes, seed=seed, device=device,
-                                  cache=cache)
+                                  cache=cache, data_dir=data_dir)
         return Voter(spec, model, num_classes)
     if spec.kind == "pretrained":
         model = fit_pretrained_voter(name, recipe, X, y, X_val, y_val, num_classes=num_classes,
                                      classes=classes or tuple(str(k) for k in range(num_classes)), seed=seed,
-                                     device=device, cache=cache)
+                                     device=device, cache=cache, data_dir=data_dir)
         return Voter(spec, model, num_classes)
     params = {"voter": name, "recipe": recipe, "seed": seed, "num_classes": num_classes,
               "data": data_fingerprint(X, y), "val": data_fingerprint(X_val, y_val)}

@@ -66,18 +66,20 @@ WEIGHT_FILES = {
 }
 
 
-def default_weights_path(name: str) -> Path:
-    """``<data_dir>/weights/<HF repo>/<file>``, the layout ``huggingface-cli download --local-dir`` produces."""
+def default_weights_path(name: str, root=None) -> Path:
+    """``<data_dir>/weights/<HF repo>/<file>``, the layout ``huggingface-cli download --local-dir`` produces
+    (``root``: the data folder, default ``$NOISY_DATA_DIR`` or ``<repo>/data``)."""
     repo, filename = WEIGHT_FILES[name]
-    return data_dir() / "weights" / repo / filename
+    return data_dir(root) / "weights" / repo / filename
 
 
-def weights_path(name: str, setting) -> Path | None:
-    """The local weight file for the recipe's ``weights`` setting; None for ``"none"`` (random init)."""
+def weights_path(name: str, setting, root=None) -> Path | None:
+    """The local weight file for the recipe's ``weights`` setting (``"default"``: under the data folder ``root``);
+    None for ``"none"`` (random init)."""
     if setting == "none":
         return None
     if setting == "default":
-        path = default_weights_path(name)
+        path = default_weights_path(name, root)
     elif isinstance(setting, (str, os.PathLike)):
         path = Path(setting).expanduser()
     else:
@@ -89,9 +91,9 @@ def weights_path(name: str, setting) -> Path | None:
             f"pretrained weights of voter {name!r} not found: {path}\n"
             f"Download {filename} from https://huggingface.co/{repo} (file URL "
             f"https://huggingface.co/{repo}/resolve/main/{filename}), e.g.\n"
-            f"  huggingface-cli download {repo} {filename} --local-dir {default_weights_path(name).parent}\n"
-            f"The default folder follows NOISY_DATA_DIR; to use another file set the recipe key 'weights' "
-            f"(pool entry {{voter: {name}, weights: /path/to/{filename}}}), or weights: none for a randomly "
+            f"  huggingface-cli download {repo} {filename} --local-dir {default_weights_path(name, root).parent}\n"
+            f"The default folder follows the data_dir parameter (else NOISY_DATA_DIR); to use another file set the "
+            f"recipe key 'weights' (pool entry {{voter: {name}, weights: /path/to/{filename}}}), or weights: none for a randomly "
             "initialised network (not the paper's voter).")
     return path
 
@@ -274,12 +276,12 @@ class ClipZeroShot:
 
 # ---------------------------------------------------------------------------------------------- entry point
 def fit_pretrained_voter(name: str, recipe: dict, X, y, X_val, y_val, *, num_classes: int, classes, seed: int,
-                         device, cache: ArtifactCache | None):
+                         device, cache: ArtifactCache | None, data_dir=None):
     """A ready voter ``name`` (``predict_proba(X) -> (n, num_classes)``) for uint8 images (n, H, W[, 3]).
 
     ``recipe`` overrides keys of ``PRETRAINED_VOTERS[name][1]``. DeiT3 is fine-tuned on (X, y), selected on
     (X_val, y_val) and cached by recipe, weight file and data; CLIP ignores X, y, X_val, y_val and needs ``classes``
-    (the class names put into the prompts).
+    (the class names put into the prompts). ``weights: default`` files are looked up under ``data_dir``.
     """
     if name not in PRETRAINED_VOTERS:
         raise unknown_choice("pretrained voter", name, PRETRAINED_VOTERS)
@@ -289,7 +291,7 @@ def fit_pretrained_voter(name: str, recipe: dict, X, y, X_val, y_val, *, num_cla
         raise ConfigError(f"unknown recipe keys {unknown} for voter {name!r}; valid keys: {', '.join(defaults)}")
     recipe = {**defaults, **recipe}
     device = device if isinstance(device, torch.device) else select_device(device)
-    weights = weights_path(name, recipe["weights"])
+    weights = weights_path(name, recipe["weights"], data_dir)
     if name == "clip_vit_b32":
         if len(classes) != num_classes:
             raise ConfigError(f"CLIP needs one class name per class: {len(classes)} names for {num_classes} classes")

@@ -64,12 +64,12 @@ TABULAR_FULL_VOTERS = {
 
 
 def fit_tabular_voter(name: str, recipe: dict, X: pd.DataFrame, y, X_val: pd.DataFrame, y_val, *,
-                      num_classes: int, seed: int, device, cache: ArtifactCache):
+                      num_classes: int, seed: int, device, cache: ArtifactCache, data_dir=None):
     """Fit Adult voter ``name`` on (X, y), selecting on (X_val, y_val); ``recipe`` overrides its defaults.
 
     X, X_val: (n, 13) Adult tables; y, y_val: (n,) ints in [0, num_classes). Returns a model with
     ``predict_proba(X) -> (n, num_classes)`` float64. ``cache`` stores trained boosters and networks (TabPFN has
-    nothing to train and ignores it).
+    nothing to train and ignores it; its default checkpoint is looked up under ``data_dir``).
     """
     if name not in TABULAR_FULL_VOTERS:
         raise unknown_choice("tabular voter", name, TABULAR_FULL_VOTERS)
@@ -80,7 +80,7 @@ def fit_tabular_voter(name: str, recipe: dict, X: pd.DataFrame, y, X_val: pd.Dat
     recipe = {**defaults, **recipe}
     y, y_val = np.asarray(y, dtype=np.int64), np.asarray(y_val, dtype=np.int64)
     if name == "tabpfn":
-        return TabPFNVoter(recipe, X, y, num_classes=num_classes, seed=seed, device=device)
+        return TabPFNVoter(recipe, X, y, num_classes=num_classes, seed=seed, device=device, data_dir=data_dir)
     from ciln.voters import data_fingerprint  # here, not at the top: ciln.voters imports this module
 
     cache = cache if cache is not None else ArtifactCache()
@@ -333,12 +333,13 @@ def _fit_network(name, recipe, X, y, X_val, y_val, num_classes, seed, device, ca
 
 
 # ---------------------------------------------------------------------------------------------- TabPFN v1
-def tabpfn_checkpoint_path(recipe: dict) -> Path:
-    """The TabPFN v1 checkpoint: ``recipe["checkpoint"]`` or ``<data_dir>/tabpfn/<TABPFN_FILE>``; raises if absent."""
+def tabpfn_checkpoint_path(recipe: dict, root=None) -> Path:
+    """The TabPFN v1 checkpoint: ``recipe["checkpoint"]`` or ``<data_dir>/tabpfn/<TABPFN_FILE>`` (``root``: the data
+    folder, default ``$NOISY_DATA_DIR`` or ``<repo>/data``); raises if absent."""
     if recipe.get("checkpoint"):
         candidates = [Path(recipe["checkpoint"]).expanduser()]
     else:
-        candidates = [data_dir() / "tabpfn" / TABPFN_FILE]
+        candidates = [data_dir(root) / "tabpfn" / TABPFN_FILE]
         package = importlib.util.find_spec("tabpfn")  # tabpfn 0.1.x's own download location, if used before
         if package is not None:
             candidates += [Path(p) / "models_diff" / TABPFN_FILE for p in package.submodule_search_locations]
@@ -419,14 +420,15 @@ class TabPFNVoter:
     probabilities; each chunk refits TabPFN's per-column power transform, so large chunks are faster.
     """
 
-    def __init__(self, recipe: dict, X: pd.DataFrame, y: np.ndarray, *, num_classes: int, seed: int, device):
+    def __init__(self, recipe: dict, X: pd.DataFrame, y: np.ndarray, *, num_classes: int, seed: int, device,
+                 data_dir=None):
         from sklearn.model_selection import train_test_split
 
         from shared.device import select_device
 
         self.recipe, self.num_classes, self.seed = recipe, num_classes, seed
         self.device = device if isinstance(device, torch.device) else select_device(device)
-        self.net, self.config = load_tabpfn(tabpfn_checkpoint_path(recipe), recipe["trust_checkpoint"])
+        self.net, self.config = load_tabpfn(tabpfn_checkpoint_path(recipe, data_dir), recipe["trust_checkpoint"])
         self.net.to(self.device)
         self.encoder = AdultEncoder(X)
         features = self.encoder.one_hot(X)

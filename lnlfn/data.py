@@ -818,12 +818,13 @@ def read_amazon5core(path, *, limit: int | None = None, indices=None):
 @register_text("amazon", kind="real",
                description="Amazon 5-core 1/3/5-star reviews as released by cleanlab (~10M lines), 3 classes")
 def load_amazon(data_dir=None, *, limit: int | None = None, indices=None, preprocessed: bool = False,
-                label_errors_dir=None) -> TextDataset:
+                label_errors_dir=None, sizes=None, seed: int = 0) -> TextDataset:
     """cleanlab's ``amazon5core.txt`` (or the lower-cased, space-separated ``.preprocessed.txt``).
 
     ``ids`` are the 0-based line numbers, which index cleanlab's Amazon arrays and MTurk ids. The paper's
-    random 2.5M/25k sample is not released: select lines with ``indices`` (or the first ``limit``) and split
-    with ``resplit``. ``split`` is "all". Text keeps the release's `` __newline__ `` markers.
+    random 2.5M/25k sample is not released: select lines with ``indices`` (or the first ``limit``). ``split`` is
+    "all" unless ``sizes`` (train, val, test counts or fractions) asks for a random split (``resplit(sizes, seed)``),
+    which the train-on-train protocol needs. Text keeps the release's `` __newline__ `` markers.
     """
     root = resolve_data_dir(data_dir)
     file_name = AMAZON_FILES[1] if preprocessed else AMAZON_FILES[0]
@@ -842,11 +843,12 @@ def load_amazon(data_dir=None, *, limit: int | None = None, indices=None, prepro
         row_of = {int(k): i for i, k in enumerate(line)}
         table["row"] = [row_of.get(int(i), -1) for i in table["id"]]
         meta.update(label_errors_dir=str(cl_dir), cl_mturk=table)
-    return TextDataset(
+    ds = TextDataset(
         name="amazon", texts=[r[2] for r in records], labels=np.array([r[1] for r in records], dtype=np.int64),
         classes=AMAZON_CLASSES, annotations=None, split=np.full(len(records), "all"), ids=line.astype(str),
         source="real", columns={"line": line}, meta=meta,
     )
+    return ds if sizes is None else ds.resplit(sizes, seed)
 
 
 # ---------------------------------------------------------------------------------------------- dcx/lnlfm MTurk

@@ -31,6 +31,7 @@ import hashlib
 import math
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
@@ -189,8 +190,25 @@ def _load(path: Path, task: str, num_labels: int):
     if task == "token" and not tokenizer.is_fast:
         raise ConfigError(f"the token task needs a fast tokenizer (word_ids); {path} has a slow one")
     auto = AutoModelForTokenClassification if task == "token" else AutoModelForSequenceClassification
-    model = auto.from_pretrained(path, num_labels=num_labels, local_files_only=True, ignore_mismatched_sizes=True)
+    with _quiet_transformers():  # no per-run weight-loading report (the new head is always "missing")
+        model = auto.from_pretrained(path, num_labels=num_labels, local_files_only=True, ignore_mismatched_sizes=True)
     return tokenizer, model
+
+
+@contextmanager
+def _quiet_transformers():
+    """transformers' warnings and progress bars off inside the block, restored after it."""
+    from transformers.utils import logging
+
+    level, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
+        if bars:
+            logging.enable_progress_bar()
 
 
 # ------------------------------------------------------------------------------------------ inputs
@@ -304,17 +322,20 @@ def _encode(tokenizer, items, labels, max_length: int):
     return _encode_sequences(tokenizer, items, labels, max_length), None
 
 
-def _collate(features: list[dict], pad_id: int) -> dict:
-    """Right-pad a batch: input_ids with the tokenizer's pad id, token labels with -100, the rest with 0."""
+def _collate(features: list[dict], pad: tuple[int, str]) -> dict:
+    """Pad a batch on the tokenizer's side (``pad`` = (pad id, "right" or "left"): XLNet pads left, because its
+    classifier reads the last position): input_ids with the pad id, token labels with -100, the rest with 0."""
     import torch
 
+    pad_id, side = pad
     width = max(len(f["input_ids"]) for f in features)
     batch = {}
     for key in features[0]:
         values = [f[key] for f in features]
         if isinstance(values[0], list):
             fill = pad_id if key == "input_ids" else IGNORE if key == "labels" else 0
-            values = [v + [fill] * (width - len(v)) for v in values]
+            values = [v + [fill] * (width - len(v)) if side == "right" else [fill] * (width - len(v)) + v
+                      for v in values]
         batch[key] = torch.tensor(values)
     return batch
 
@@ -348,7 +369,7 @@ def _step_loss(model, batch: dict, device, config: FinetuneConfig):
                                              ignore_index=IGNORE)
 
 
-def _train(model, features: list[dict], pad_id: int, config: FinetuneConfig, device) -> tuple[np.ndarray, float]:
+def _train(model, features: list[dict], pad: tuple[int, str], config: FinetuneConfig, device) -> tuple[np.ndarray, float]:
     """Fine-tune in place. Returns the loss curve (mean loss over windows of ceil(steps / 100) optimizer
     steps) and the training seconds."""
     import torch
@@ -369,7 +390,7 @@ def _train(model, features: list[dict], pad_id: int, config: FinetuneConfig, dev
             order = torch.randperm(n, generator=shuffle).tolist()
             for offset in range(0, n, config.batch_size):
                 loss = _step_loss(model, _collate([features[i] for i in order[offset:offset + config.batch_size]],
-                                                  pad_id), device, config)
+                                                  pad), device, config)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
                 opt.step()
@@ -384,8 +405,8 @@ def _train(model, features: list[dict], pad_id: int, config: FinetuneConfig, dev
     return np.asarray(curve, dtype=np.float64), time.perf_counter() - start
 
 
-def _predict(model, features: list[dict], pad_id: int, config: FinetuneConfig, device) -> list[np.ndarray]:
-    """Softmax probabilities per feature, float64: (K,) per sequence or (length, K) per sentence."""
+def _predict(model, features: list[dict], pad: tuple[int, str], config: FinetuneConfig, device) -> list[np.ndarray]:
+    """Softmax probabilities per feature, float64: (K,) per sequence or (length, K) per sentence (padding removed)."""
     import torch
 
     model.eval()
@@ -394,12 +415,13 @@ def _predict(model, features: list[dict], pad_id: int, config: FinetuneConfig, d
     with torch.no_grad():
         for start in range(0, len(order), EVAL_BATCH):
             chunk = order[start:start + EVAL_BATCH]
-            batch = {k: v.to(device) for k, v in _collate([features[i] for i in chunk], pad_id).items()}
+            batch = {k: v.to(device) for k, v in _collate([features[i] for i in chunk], pad).items()}
             with _autocast(device, config):
                 logits = model(**batch).logits
             probs = torch.softmax(logits.double(), dim=-1).cpu().numpy()
             for row, i in enumerate(chunk):
-                out[i] = probs[row]
+                n = len(features[i]["input_ids"])
+                out[i] = probs[row] if probs.ndim == 2 else probs[row, :n] if pad[1] == "right" else probs[row, -n:]
     return out
 
 
@@ -454,8 +476,9 @@ def _fit_and_score(path: Path, train_items, y_train, eval_items, config: Finetun
             raise ConfigError(f"{int((anchors[:, 0] < 0).sum())} eval words fall beyond max_length="
                               f"{config.max_length} sub-tokens of their sentence; raise max_length")
         model.to(device)
-        curve, seconds = _train(model, train_feats, tokenizer.pad_token_id, config, device)
-        out = _predict(model, eval_feats, tokenizer.pad_token_id, config, device)
+        pad = (tokenizer.pad_token_id, tokenizer.padding_side)
+        curve, seconds = _train(model, train_feats, pad, config, device)
+        out = _predict(model, eval_feats, pad, config, device)
     probs = np.stack([out[s][t] for s, t in anchors]) if anchors is not None else np.stack(out)
     return {"probs": probs, "train_loss": curve,
             "samples_per_second": np.float64(config.epochs * len(train_feats) / seconds),

@@ -1,5 +1,8 @@
-"""Helpers of the image-table and Figure 1 notebooks: per-algorithm step costs (Fig. 4), the "validation data
-added to training" arm of Figure 1(a,b), and a protocol run that hands back its trained model.
+"""Helpers of the tabular, image-table and Figure 1 notebooks: our tabular results in the paper's keys, per-algorithm
+step costs (Fig. 4), the "validation data added to training" arm of Figure 1(a,b), and a protocol run that hands
+back its trained model.
+
+    beside = tabular_paper_rows(results, "full")                   # Tables 7, 9-16: reported("plench", "results") keys
 
     costs = step_costs(collect(records_dir))                       # Fig. 4: time per step, peak memory
     moved = validation_as_training(ds, trial_seed=0)               # Fig. 1: validation rows trained on, |S| = 1
@@ -16,7 +19,7 @@ import pandas as pd
 import torch
 
 from plench.algorithms import Algorithm, make_algorithm
-from plench.data import PLLDataset, plench_split
+from plench.data import PALM_STEPS, PAPER_NAMES, PLLDataset, plench_split
 from plench.hparams import hparams_for
 from plench.protocol import CyclicLoader, as_device, make_batch, run_args, run_data, train_run
 from shared import sweep as runs
@@ -24,6 +27,33 @@ from shared.errors import ConfigError
 from shared.seeding import seed_everything
 
 COST_KEYS = ("dataset", "arch", "algorithm", "compat")
+# The paper table (dataset, network in reported/results.csv) each tabular notebook dataset is set beside: a PALM
+# dataset beside its own (Tables 7, 9-16), a stand-in beside the one it imitates.
+TABULAR_COUNTERPARTS = {"PLDigits-Aggregate": ("PLCIFAR10-Aggregate", "ResNet"),
+                        "PLDigits-Vaguest": ("PLCIFAR10-Vaguest", "ResNet"),
+                        "digits-USS": ("Lost", "MLP")} | {name: (PAPER_NAMES[name], "MLP") for name in PALM_STEPS}
+PAPER_ROW_COLUMNS = ("dataset", "network", "algorithm", "criterion", "metric", "value", "ours_on")
+
+
+# ------------------------------------------------------------------------------------------------ tabular tables
+def tabular_paper_rows(results: pd.DataFrame, profile: str) -> pd.DataFrame:
+    """Our tabular results in ``reported("plench", "results")``'s keys, for ``shared.report.compare_with_paper``.
+
+    ``results`` has columns dataset, algorithm (registry name), criterion and value (``results_table``'s mean).
+    Each dataset is renamed to its ``TABULAR_COUNTERPARTS`` table; datasets without one are left out (the frame
+    may be empty, with its columns). Columns ``PAPER_ROW_COLUMNS``; ``ours_on`` names our data, the MLP and
+    ``profile``.
+    """
+    from plench.algorithms import display_name
+
+    matched = results[results["dataset"].isin(list(TABULAR_COUNTERPARTS))]
+    pairs = [TABULAR_COUNTERPARTS[d] for d in matched["dataset"]]
+    return pd.DataFrame({"dataset": [p[0] for p in pairs], "network": [p[1] for p in pairs],
+                         "algorithm": [display_name(a) for a in matched["algorithm"]],
+                         "criterion": matched["criterion"].to_numpy(), "metric": "test_acc",
+                         "value": matched["value"].to_numpy(dtype=float),
+                         "ours_on": [f"{d} (MLP, {profile})" for d in matched["dataset"]]},
+                        columns=list(PAPER_ROW_COLUMNS))
 
 
 # ------------------------------------------------------------------------------------------------ Figure 4

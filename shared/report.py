@@ -60,8 +60,8 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, on: list[str] | 
     left = paper[paper["metric"].isin(set(ours["metric"]))].rename(columns={"value": "paper"})
     right = ours[keys + ["value"] + (["ours_on"] if "ours_on" in ours.columns else [])].rename(columns={"value": "ours"})
     for frame in (left, right):
-        for col in on:
-            frame[col] = frame[col].map(_key_text)
+        for col in keys:
+            frame[col] = frame[col].map(_key_text).astype(str)  # an empty column would stay float and not merge
     merged = left.merge(right, on=keys, how="left")
     merged["diff"] = pd.to_numeric(merged["ours"], errors="coerce") - pd.to_numeric(merged["paper"], errors="coerce")
     front = ["item"] + [k for k in keys if k != "item"] + ["paper", "ours", "diff"]  # "item" may be a key too

@@ -7,6 +7,7 @@ import pytest
 
 from shared.datasets import list_datasets, load_dataset
 from shared.datasets.offline import adult_like_frame
+from shared.datasets.writers import write_adult, write_cifar10, write_idx
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 
 
@@ -72,12 +73,6 @@ def test_missing_and_malformed_cifar_are_clear(tmp_path):
         load_dataset("cifar10", data_dir=tmp_path)
 
 
-def write_idx(path, array, gz):
-    header = bytes([0, 0, 8, array.ndim]) + b"".join(int(s).to_bytes(4, "big") for s in array.shape)
-    data = header + array.astype(np.uint8).tobytes()
-    (gzip.open if gz else open)(str(path) + (".gz" if gz else ""), "wb").write(data)
-
-
 @pytest.mark.parametrize("gz", [False, True])
 def test_mnist_reader_on_tiny_idx_files(tmp_path, gz):
     raw = tmp_path / "MNIST" / "raw"
@@ -127,3 +122,38 @@ def test_adult_bad_labels_are_a_format_error(tmp_path):
     (folder / "adult.test").write_text(bad + "\n")
     with pytest.raises(DataFormatError, match="income labels must be"):
         load_dataset("adult", data_dir=tmp_path)
+
+
+def test_idx_writer_uses_mnist_header():
+    # train-images-idx3-ubyte starts 00 00 08 03, then the sizes as big-endian int32
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_idx(Path(tmp) / "images", np.zeros((2, 28, 28)), gz=True)
+        raw = gzip.open(path).read()
+    assert raw[:16] == bytes.fromhex("00000803" "00000002" "0000001c" "0000001c") and len(raw) == 16 + 2 * 784
+
+
+def test_cifar10_writer_round_trips_and_matches_the_row_layout(tmp_path):
+    rng = np.random.default_rng(1)
+    images, labels = rng.integers(0, 256, (13, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, 13)
+    folder = write_cifar10(tmp_path / "cifar-10-batches-py", images[:11], labels[:11], images[11:], labels[11:])
+    with open(folder / "data_batch_5", "rb") as f:
+        rows = pickle.load(f)[b"data"]  # 11 rows over 5 batches: 3, 2, 2, 2, 2
+    assert rows.shape == (2, 3072) and rows[0, 1024] == images[9, 0, 0, 1]  # channel-major rows
+    ds = load_dataset("cifar10", data_dir=tmp_path)
+    assert np.array_equal(ds.train.X, images[:11]) and ds.test.y.tolist() == labels[11:].tolist()
+    with pytest.raises(ConfigError, match=r"must be \(n, 32, 32, 3\)"):
+        write_cifar10(tmp_path / "bad", images[:, :28], labels, images, labels)
+
+
+def test_adult_writer_round_trips_with_missing_values(tmp_path):
+    X, y, _ = adult_like_frame(60, seed=3)
+    X.loc[[2, 5], "occupation"] = np.nan
+    write_adult(tmp_path / "adult", X[:50], y[:50], X[50:], y[50:])
+    assert (tmp_path / "adult" / "adult.test").read_text().splitlines()[1].endswith("K.")  # '.'-terminated labels
+    kept = load_dataset("adult", data_dir=tmp_path)
+    assert len(kept.train) == 48 and kept.test.y.tolist() == y[50:].tolist()
+    full = load_dataset("adult", data_dir=tmp_path, drop_missing=False)
+    pd.testing.assert_frame_equal(full.train.X, X[:50].reset_index(drop=True))

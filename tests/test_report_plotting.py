@@ -30,6 +30,13 @@ def test_compare_puts_every_paper_number_beside_ours():
         compare_with_paper(ours.drop(columns="dataset"), PAPER, on=["dataset"])
 
 
+
+def test_compare_with_no_results_of_ours_is_empty_not_an_error():
+    """A run whose datasets match no paper row (an empty frame: its columns are float) compares to nothing."""
+    ours = pd.DataFrame(columns=["dataset", "metric", "value"]).astype(float)
+    table = compare_with_paper(ours, PAPER, on=["dataset"])
+    assert len(table) == 0 and "ours" in table.columns
+
 def test_notebook_report_writes_comparison_claims_and_summary(tmp_path, monkeypatch):
     report = NotebookReport("ciln", "01_benchmark", tmp_path, "smoke")
     ours = pd.DataFrame({"dataset": ["CIFAR10"], "metric": ["voters"], "value": [4]})

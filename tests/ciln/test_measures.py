@@ -83,6 +83,12 @@ def test_tv_protocol(rng):
     assert again == human_like  # seeded bootstraps
 
 
+def test_tv_of_no_rows_is_nan():
+    """A CILN-C subset can be empty (no test row right for every voter): NaN, not the upsampling's error."""
+    empty = tv_to_reference(np.zeros((0, 10)), np.zeros(0, int), np.zeros((0, 10)), n_boot=3)
+    assert all(np.isnan(v) for v in (empty.tv, empty.tv_ci95, empty.tv_symmetric, empty.tv_ccn, empty.noise_rate))
+
+
 def test_marginal_pca_ranks_by_distance_to_the_reference():
     from ciln.measures import marginal_pca
 

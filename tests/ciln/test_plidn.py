@@ -3,38 +3,17 @@ import pytest
 
 from ciln import plidn
 from ciln.plidn import NoPlidnLabels, labelled_rows, match_rows, plidn_votes, read_release, release_dir
+from ciln.rehearsal import plidn_example as example
+from ciln.rehearsal import write_plidn_shard as write_shard
+from ciln.rehearsal import write_plidn_tier as write_tier
 from ciln.splits import gu_five_way_split
 from shared.cache import ArtifactCache
 from shared.datasets import Dataset, Split
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 from shared.profiles import Settings
 
-TFRecordWriter = pytest.importorskip("tfrecord.writer").TFRecordWriter  # the real format, written by a third party
+pytest.importorskip("tfrecord")  # the real format, written by a third party (ciln.rehearsal's writers use it)
 R = 10
-
-
-def example(image, label, noisy, replace=None, drop=()):
-    """A record as the tfrecord writer takes it: {feature: (value, kind)}; ``replace``/``drop`` damage it."""
-    features = {"image/raw": (image.tobytes(), "byte"), "image/class/label": (int(label), "int"),
-                "noisy_labels": (noisy.tolist(), "int"), "rater_ids": ([f"rater_{r}".encode() for r in range(R)], "byte")}
-    return {k: v for k, v in {**features, **(replace or {})}.items() if k not in drop}
-
-
-def write_shard(path, examples):
-    writer = TFRecordWriter(str(path))
-    for e in examples:
-        writer.write(e)
-    writer.close()
-
-
-def write_tier(folder, images, labels, noisy, n_train):
-    """Train rows in two shards, the rest in one valid shard, as Gu et al.'s release is laid out."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = [example(*r) for r in zip(images, labels, noisy)]
-    half = n_train // 2
-    write_shard(folder / "train-00000-of-00002", rows[:half])
-    write_shard(folder / "train-00001-of-00002", rows[half:n_train])
-    write_shard(folder / "valid-00000-of-00001", rows[n_train:])
 
 
 @pytest.fixture

@@ -99,6 +99,18 @@ def test_missing_weights_name_the_path_and_the_source(tmp_path, monkeypatch):
         fit("deit3_small", {"epoch": 3})
 
 
+def test_default_weights_follow_the_data_dir_parameter(tmp_path, monkeypatch, deit_file):
+    """The notebooks' data_dir (not only $NOISY_DATA_DIR) locates the default weight files."""
+    monkeypatch.setenv("NOISY_DATA_DIR", str(tmp_path / "elsewhere"))
+    repo, filename = vp.WEIGHT_FILES["deit3_small"]
+    with pytest.raises(DataNotFoundError, match=str(tmp_path / "data" / "weights" / repo / filename)):
+        vp.fit_pretrained_voter("deit3_small", {}, None, None, None, None, num_classes=10, classes=CIFAR10_CLASSES,
+                                seed=0, device="cpu", cache=None, data_dir=tmp_path / "data")
+    (tmp_path / "data" / "weights" / repo).mkdir(parents=True)
+    (tmp_path / "data" / "weights" / repo / filename).symlink_to(deit_file[0])
+    assert vp.weights_path("deit3_small", "default", tmp_path / "data") == tmp_path / "data" / "weights" / repo / filename
+
+
 def test_deit_finetune_gives_distributions_and_is_cached(fitted):
     voter, refit, cache, X = fitted
     probs = voter.predict_proba(X)

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from ciln.corruptions.tabular import corrupt_table
+from ciln.rehearsal import write_tabpfn_checkpoint
 from ciln.voters_tabular import (
     NAN_CATEGORY, TABPFN_FILE, TABULAR_FULL_VOTERS, RtdlMLP, _catboost_frame, _dummy_na_frame, fit_tabular_voter,
-    tabpfn_network,
 )
 from shared.cache import ArtifactCache
 from shared.datasets.offline import adult_like_frame
@@ -20,9 +20,6 @@ FAST = {
     "rtdl_mlp": {"d_embedding": 16, "layers": [64, 64], "lr": 3e-3, "max_epochs": 5},
     "ft_transformer": {"n_blocks": 1, "lr": 1e-3, "max_epochs": 4},
 }
-TINY_TABPFN = {"emsize": 32, "nlayers": 1, "nhead": 2, "nhid_factor": 2, "num_features": 100, "max_num_classes": 10,
-               "dropout": 0.0, "efficient_eval_masking": True, "normalize_by_used_features": True,
-               "normalize_to_ranking": False, "differentiable_hps_as_style": False}
 
 
 class CountingCache(ArtifactCache):
@@ -145,15 +142,6 @@ def test_recipes_and_default_mlp_architecture(data, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- TabPFN
-def tiny_checkpoint(path, **config):
-    """A TabPFN v1-format checkpoint of a tiny untrained network (numpy scalars in the config, as numpy 1.x saved)."""
-    torch.manual_seed(0)
-    config = {**TINY_TABPFN, "dropout": np.float64(0.0), **config}
-    state = {f"module.{k}": v for k, v in tabpfn_network(config).state_dict().items()}
-    torch.save((state, None, config), path)
-    return str(path)
-
-
 def test_tabpfn_missing_or_unreadable_checkpoint(data, tmp_path, monkeypatch):
     monkeypatch.setenv("NOISY_DATA_DIR", str(tmp_path))
     with pytest.raises(DataNotFoundError) as err:
@@ -165,7 +153,7 @@ def test_tabpfn_missing_or_unreadable_checkpoint(data, tmp_path, monkeypatch):
     with pytest.raises(DataFormatError, match="junk.cpkt"):
         fit("tabpfn", data, None, {"checkpoint": str(tmp_path / "junk.cpkt")})
     # a config holding a Python class is refused by the weights_only load unless the file is trusted
-    code = tiny_checkpoint(tmp_path / "code.cpkt", activation=torch.nn.GELU)
+    code = write_tabpfn_checkpoint(tmp_path / "code.cpkt", activation=torch.nn.GELU)
     with pytest.raises(DataFormatError, match="trust_checkpoint"):
         fit("tabpfn", data, None, {"checkpoint": code})
     assert fit("tabpfn", data, None, {"checkpoint": code, "trust_checkpoint": True, "members": 1}).config["activation"]
@@ -173,7 +161,7 @@ def test_tabpfn_missing_or_unreadable_checkpoint(data, tmp_path, monkeypatch):
 
 def test_tabpfn_with_a_random_weight_checkpoint(data, tmp_path):
     """Plumbing only (a tiny untrained TabPFN): subsamples, features, NaN -> median, corrupted rows, determinism."""
-    recipe = {"checkpoint": tiny_checkpoint(tmp_path / "tiny.cpkt"), "members": 2, "subsample": 300}
+    recipe = {"checkpoint": write_tabpfn_checkpoint(tmp_path / "tiny.cpkt"), "members": 2, "subsample": 300}
     model = fit("tabpfn", data, None, recipe, seed=42)
     y = data["train"][1]
     for train, labels in model.members:

@@ -139,6 +139,8 @@ def test_corrected_labels_restore_only_the_true_errors_among_each_splits_top_ite
     scores = np.array([0.9, 0.1, 0.8, 0.2, 0.7, 0.9, 0.1, 0.3])
     out = X.corrected_labels(ds, noisy, clean, scores, rate=0.5)
     assert out.tolist() == [0, 0, 0, 1, 0, 0, 0, 0, 0, 1]
+    # TweetNLP-M's rate is "all": each split checks as many items as it has errors (2 of 4 here, as rate 0.5)
+    assert X.corrected_labels(ds, noisy, clean, scores, rate="all").tolist() == out.tolist()
     with pytest.raises(ConfigError, match="one entry per scored item"):
         X.corrected_labels(ds, noisy, clean, scores[:5], rate=0.5)
 

@@ -12,6 +12,8 @@ from lnlfn.data import (
     ARK_TO_UNIVERSAL, ARK_TAGS, UNIVERSAL_TAGS, TextDataset, list_text_datasets, load_lnlfm_mturk,
     load_text_dataset, random_split, read_vader_lexicon,
 )
+from lnlfn.formats import (snli_line, write_amazon, write_cleanlab_mturk, write_imdb, write_imdb_cleanlab, write_mturk,
+                           write_snli, write_tweetnlp)
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 
 
@@ -109,28 +111,22 @@ def test_registry_lists_offline_and_real_and_rejects_unknown():
 
 
 # ------------------------------------------------------------------------------------------ SNLI
-def snli_line(pair_id, gold, labels, s1="A man plays.", s2="Someone plays."):
-    return json.dumps({"annotator_labels": labels, "captionID": "c", "gold_label": gold, "pairID": pair_id,
-                       "sentence1": s1, "sentence2": s2}) + "\n"
+FIVE = ["neutral", "entailment", "neutral", "neutral", "contradiction"]
+SNLI_DEFAULT = {
+    "train": snli_line("t1", "entailment", ["entailment"]) + snli_line("t2", "neutral", FIVE),
+    "val": snli_line("d1", "neutral", FIVE) + snli_line("d2", "-", ["neutral", "entailment", "contradiction",
+                                                                   "entailment", "neutral"]),
+    "test": snli_line("e1", "contradiction", ["contradiction"] * 5, s1="P", s2="H"),
+}
 
 
-def write_snli(root, train=None, dev=None, test=None):
-    folder = root / "snli_1.0"
-    folder.mkdir(parents=True, exist_ok=True)
-    five = ["neutral", "entailment", "neutral", "neutral", "contradiction"]
-    default = {
-        "train": snli_line("t1", "entailment", ["entailment"]) + snli_line("t2", "neutral", five),
-        "dev": snli_line("d1", "neutral", five) + snli_line("d2", "-", ["neutral", "entailment", "contradiction",
-                                                                         "entailment", "neutral"]),
-        "test": snli_line("e1", "contradiction", ["contradiction"] * 5, s1="P", s2="H"),
-    }
-    for name, text in (("train", train), ("dev", dev), ("test", test)):
-        (folder / f"snli_1.0_{name}.jsonl").write_text(text if text is not None else default[name])
-    return folder
+def write_snli_fixture(root, **files):
+    """The default SNLI fixture with some files replaced (keys train, val, test)."""
+    return write_snli(root, {**SNLI_DEFAULT, **files})
 
 
 def test_snli_pairs_annotations_gold_and_splits(tmp_path):
-    write_snli(tmp_path)
+    write_snli_fixture(tmp_path)
     ds = load_text_dataset("snli", data_dir=tmp_path)
     assert ds.ids.tolist() == ["t2", "d1", "e1"]  # 1-label train pair and gold "-" dev pair dropped
     assert ds.split.tolist() == ["train", "val", "test"] and ds.meta["skipped"] == {"train": 1, "val": 1, "test": 0}
@@ -144,13 +140,13 @@ def test_snli_pairs_annotations_gold_and_splits(tmp_path):
 
 
 def test_snli_malformed_lines_name_file_line_and_field(tmp_path):
-    write_snli(tmp_path, dev=snli_line("d1", "neutral", ["neutral"] * 5) + "{not json\n")
+    write_snli_fixture(tmp_path, val=snli_line("d1", "neutral", ["neutral"] * 5) + "{not json\n")
     with pytest.raises(DataFormatError, match=r"snli_1\.0_dev\.jsonl, line 2, field 'json'"):
         load_text_dataset("snli", data_dir=tmp_path)
-    write_snli(tmp_path, dev=snli_line("d1", "neutral", ["neutral", "maybe", "neutral", "neutral", "neutral"]))
+    write_snli_fixture(tmp_path, val=snli_line("d1", "neutral", ["neutral", "maybe", "neutral", "neutral", "neutral"]))
     with pytest.raises(DataFormatError, match=r"line 1, field 'annotator_labels': unknown label 'maybe'"):
         load_text_dataset("snli", data_dir=tmp_path)
-    write_snli(tmp_path, test=json.dumps({"pairID": "x", "gold_label": "neutral"}) + "\n")
+    write_snli_fixture(tmp_path, test=json.dumps({"pairID": "x", "gold_label": "neutral"}) + "\n")
     with pytest.raises(DataFormatError, match=r"snli_1\.0_test\.jsonl, line 1, field 'sentence1': missing"):
         load_text_dataset("snli", data_dir=tmp_path)
 
@@ -169,15 +165,8 @@ def test_missing_real_data_names_the_expected_path(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ TweetNLP
-def write_tweetnlp(root, crowd=None):
-    folder = root / "tweetnlp"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "oct27.train").write_text("I\tO\nlove\tV\n@bob\t@\n\nlol\t!\n\n")
-    (folder / "oct27.dev").write_text("so\tR\ngood\tA\n")
-    (folder / "oct27.test").write_text("the\tD\ncat\tN\n:)\tE\n")
-    if crowd is not None:
-        (folder / "hovy2014_crowd.tsv").write_text(crowd)
-    return folder
+TWEETNLP_DEFAULT = {"train": "I\tO\nlove\tV\n@bob\t@\n\nlol\t!\n\n", "val": "so\tR\ngood\tA\n",
+                    "test": "the\tD\ncat\tN\n:)\tE\n"}
 
 
 CROWD = ("I\tPRON,PRON,NOUN\nlove\tVERB,,VERB\n@bob\tNOUN,X\n\nlol\tX,X,X\n\n"
@@ -185,7 +174,7 @@ CROWD = ("I\tPRON,PRON,NOUN\nlove\tVERB,,VERB\n@bob\tNOUN,X\n\nlol\tX,X,X\n\n"
 
 
 def test_tweetnlp_tokens_universal_gold_and_crowd_matrix(tmp_path):
-    write_tweetnlp(tmp_path, CROWD)
+    write_tweetnlp(tmp_path, TWEETNLP_DEFAULT, CROWD)
     ds = load_text_dataset("tweetnlp", data_dir=tmp_path)
     assert ds.texts == ["I", "love", "@bob", "lol", "so", "good", "the", "cat", ":)"]
     assert ds.split.tolist() == ["train"] * 4 + ["val"] * 2 + ["test"] * 3
@@ -202,14 +191,14 @@ def test_tweetnlp_tokens_universal_gold_and_crowd_matrix(tmp_path):
 
 
 def test_tweetnlp_crowd_optional_required_and_malformed(tmp_path):
-    write_tweetnlp(tmp_path)
+    write_tweetnlp(tmp_path, TWEETNLP_DEFAULT)
     assert load_text_dataset("tweetnlp", data_dir=tmp_path).annotations is None
     with pytest.raises(DataNotFoundError, match=r"tweetnlp/hovy2014_crowd\.tsv"):
         load_text_dataset("tweetnlp", data_dir=tmp_path, crowd=True)
-    write_tweetnlp(tmp_path, CROWD.replace("so\tADV", "SO\tADV"))
+    write_tweetnlp(tmp_path, TWEETNLP_DEFAULT, CROWD.replace("so\tADV", "SO\tADV"))
     with pytest.raises(DataFormatError, match=r"hovy2014_crowd\.tsv, line 7, field 'token'"):
         load_text_dataset("tweetnlp", data_dir=tmp_path)
-    write_tweetnlp(tmp_path, CROWD.replace("ADJ,ADJ,ADJ", "ADJ,JJ,ADJ"))
+    write_tweetnlp(tmp_path, TWEETNLP_DEFAULT, CROWD.replace("ADJ,ADJ,ADJ", "ADJ,JJ,ADJ"))
     with pytest.raises(DataFormatError, match=r"line 8, field 'tags': 'JJ'"):
         load_text_dataset("tweetnlp", data_dir=tmp_path)
     (tmp_path / "tweetnlp" / "oct27.dev").write_text("so\tR\ngood\tQQ\n")
@@ -220,17 +209,12 @@ def test_tweetnlp_crowd_optional_required_and_malformed(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ IMDB
-def write_imdb(root):
-    for split in ("train", "test"):
-        for polarity, names in (("neg", ["10_2", "3_1"]), ("pos", ["4301_9", "7_10"])):
-            folder = root / "aclImdb" / split / polarity
-            folder.mkdir(parents=True, exist_ok=True)
-            for name in names:
-                (folder / f"{name}.txt").write_text(f"{split} {polarity} {name}")
+IMDB_DEFAULT = [(split, polarity, name, f"{split} {polarity} {name}") for split in ("train", "test")
+                for polarity, names in (("neg", ["10_2", "3_1"]), ("pos", ["4301_9", "7_10"])) for name in names]
 
 
 def test_imdb_order_ratings_and_lnlfm_index(tmp_path):
-    write_imdb(tmp_path)
+    write_imdb(tmp_path, IMDB_DEFAULT)
     ds = load_text_dataset("imdb", data_dir=tmp_path)
     assert ds.ids.tolist()[4:] == ["test/neg/3_1", "test/neg/10_2", "test/pos/7_10", "test/pos/4301_9"]
     assert ds.labels.tolist() == [0, 0, 1, 1] * 2 and ds.split.tolist() == ["train"] * 4 + ["test"] * 4
@@ -242,18 +226,13 @@ def test_imdb_order_ratings_and_lnlfm_index(tmp_path):
 
 
 def test_imdb_joins_the_cleanlab_release(tmp_path):
-    write_imdb(tmp_path)
-    cl = tmp_path / "label-errors"
+    write_imdb(tmp_path, IMDB_DEFAULT)
     order = ["pos/4301_9.txt", "neg/3_1.txt", "neg/10_2.txt", "pos/7_10.txt"]
-    for sub in ("dataset_indexing", "cross_validated_predicted_probabilities", "original_test_labels", "mturk"):
-        (cl / sub).mkdir(parents=True)
-    (cl / "dataset_indexing/imdb_test_set_index_to_filename.json").write_text(json.dumps(order))
-    probs = np.array([[0.1, 0.9], [0.8, 0.2], [0.6, 0.4], [0.3, 0.7]], dtype=np.float16)
-    np.save(cl / "cross_validated_predicted_probabilities/imdb_test_set_pyx.npy", probs)
-    np.save(cl / "original_test_labels/imdb_test_set_original_labels.npy", np.array([1, 0, 0, 1], dtype=np.uint16))
-    (cl / "mturk/imdb_mturk.json").write_text(json.dumps([{
+    probs = np.array([[0.1, 0.9], [0.8, 0.2], [0.6, 0.4], [0.3, 0.7]])
+    cl = write_imdb_cleanlab(tmp_path, order, probs, np.array([1, 0, 0, 1]))
+    write_cleanlab_mturk(tmp_path, "imdb", [{
         "id": "test/pos/4301_9", "url": "u", "given_original_label": "Positive", "our_guessed_label": "Negative",
-        "mturk": {"given": 0, "guessed": 2, "neutral": 0, "off-topic": 3}}]))
+        "mturk": {"given": 0, "guessed": 2, "neutral": 0, "off-topic": 3}}])
     ds = load_text_dataset("imdb", data_dir=tmp_path)
     assert ds.columns["cl_index"].tolist() == [-1] * 4 + [1, 2, 3, 0]
     assert np.allclose(ds.columns["cl_pred_probs"][7], [0.1, 0.9], atol=1e-3)
@@ -267,22 +246,18 @@ def test_imdb_joins_the_cleanlab_release(tmp_path):
 
 # ------------------------------------------------------------------------------------------ Amazon
 def test_amazon_lines_labels_selection_and_mturk(tmp_path):
-    folder = tmp_path / "amazon5core"
-    folder.mkdir()
-    (folder / "amazon5core.txt").write_text(
-        "__label__5 Great book. __newline__ Loved it\n__label__1 Awful\n__label__3 It is ok\n__label__5 Fine\n")
+    path = write_amazon(tmp_path, [(5, "Great book. __newline__ Loved it"), (1, "Awful"), (3, "It is ok"), (5, "Fine")])
     ds = load_text_dataset("amazon", data_dir=tmp_path)
     assert ds.labels.tolist() == [2, 0, 1, 2] and ds.ids.tolist() == ["0", "1", "2", "3"]
     assert ds.texts[0] == "Great book. __newline__ Loved it" and set(ds.split) == {"all"}
     assert load_text_dataset("amazon", data_dir=tmp_path, indices=[1, 3]).texts == ["Awful", "Fine"]
     assert len(load_text_dataset("amazon", data_dir=tmp_path, limit=2)) == 2
-    (tmp_path / "label-errors" / "mturk").mkdir(parents=True)
-    (tmp_path / "label-errors/mturk/amazon_mturk.json").write_text(json.dumps([
+    write_cleanlab_mturk(tmp_path, "amazon", [
         {"id": 2, "url": "u", "given_original_label": "Neutral", "our_guessed_label": "Positive",
-         "mturk": {"positive": 3, "negative": 0, "neutral": 2, "off-topic": 0}}]))
+         "mturk": {"positive": 3, "negative": 0, "neutral": 2, "off-topic": 0}}])
     subset = load_text_dataset("amazon", data_dir=tmp_path, indices=[0, 2])
     assert subset.meta["cl_mturk"].loc[0, "row"] == 1
-    (folder / "amazon5core.txt").write_text("__label__5 ok\n__label__4 four stars\n")
+    path.write_text("__label__5 ok\n__label__4 four stars\n")
     with pytest.raises(DataFormatError, match=r"amazon5core\.txt, line 2, field 'label'"):
         load_text_dataset("amazon", data_dir=tmp_path)
 
@@ -308,13 +283,6 @@ AMAZON_MAIN = (
 )
 AMAZON_RERUN = ("id,id_cl,given_original_label,mturk_positive,mturk_negative,mturk_neutral,mturk_off_topic\n"
                 "AV34T62Q0AOQY-0060010800-1114387200,22360,Positive,4,0,1,0\n")
-
-
-def write_mturk(root, dataset, main, rerun):
-    folder = root / "lnlfm" / "mturk"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{dataset}_mturk_main.csv").write_text(main)
-    (folder / f"{dataset}_mturk_cl_rerun.csv").write_text(rerun)
 
 
 def test_lnlfm_mturk_imdb_and_amazon(tmp_path):
@@ -358,3 +326,15 @@ def test_text_dataset_subset_keeps_columns_aligned():
     assert ds.subset(np.array([False, True, False])).ids.tolist() == ["2"]
     with pytest.raises(ValueError):
         TextDataset("bad", ["a"], np.array([0, 1]), ("x",), None, np.array(["train"]), np.array(["1"]), "real")
+
+
+def test_amazon_random_split_for_the_train_on_train_protocol(tmp_path):
+    """The release has no split: without ``sizes`` every line is "all", which 05's protocol cannot train on."""
+    from lnlfn.experiments import with_validation
+
+    write_amazon(tmp_path, [(1 + 2 * (i % 3), f"review {i}") for i in range(40)])
+    with pytest.raises(ConfigError, match="no validation split"):
+        with_validation(load_text_dataset("amazon", data_dir=tmp_path))
+    ds = with_validation(load_text_dataset("amazon", data_dir=tmp_path, sizes=[0.9, 0.0, 0.1], seed=1))
+    assert dict(sorted(ds.split_counts().items())) == {"test": 4, "train": 32, "val": 4}
+    assert sorted(ds.ids.astype(int)) == list(range(40))  # line numbers kept

@@ -282,3 +282,25 @@ def test_experiments_model_sweep_fine_tunes_sequence_and_token_datasets(tiny_mod
     sweep = model_sweep(tok, labels, model=str(tiny_model), configs=[config], device="cpu")
     assert task_of(tok) == "token" and sweep.probs.shape == (1, 32, 2)
     assert np.allclose(sweep.probs.sum(2), 1.0)
+
+
+def test_xlnet_pads_left_so_batching_does_not_change_predictions(tmp_path):
+    """XLNet's classifier reads the last position and its tokenizer pads on the left; right padding would feed
+    it a pad token for every shorter text of a batch (sequence task) and shift the token task's positions."""
+    import torch
+
+    from lnlfn.rehearsal import write_tiny_model
+
+    path = write_tiny_model(tmp_path / "xlnet", "xlnet", ["the film was great", "a dull boring movie indeed"])
+    texts = ["the film", "a dull boring movie indeed was the film"]
+    items = TokenItems(["the", "film", "a", "dull", "boring", "movie"], [0, 0, 1, 1, 1, 1], [0, 1, 0, 1, 2, 3])
+    for task, data in (("sequence", (texts, None)), ("token", items)):
+        torch.manual_seed(0)
+        tokenizer, model = F._load(path, task, 2)
+        assert tokenizer.padding_side == "left"
+        feats, anchors = F._encode(tokenizer, data, None, 32)
+        pad = (tokenizer.pad_token_id, tokenizer.padding_side)
+        together = F._predict(model, feats, pad, FAST, torch.device("cpu"))
+        alone = [F._predict(model, [f], pad, FAST, torch.device("cpu"))[0] for f in feats]
+        for a, b in zip(together, alone):
+            np.testing.assert_allclose(a, b, atol=1e-6)

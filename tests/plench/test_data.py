@@ -4,8 +4,6 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
-import scipy.io
-import scipy.sparse
 import torch
 from sklearn.datasets import load_digits
 
@@ -16,6 +14,8 @@ from plench.augment import (
 from plench.data import (
     PAPER_NAMES, PLL_DATASETS, PLLDataset, load_pll_dataset, plench_split, read_plcifar10_annotations, table5_row,
 )
+from plench.rehearsal import write_palm, write_plcifar10
+from shared.datasets.writers import write_cifar10
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 from shared.noise.partial import aggregate_union
 from shared.seeding import seed_hash
@@ -30,19 +30,6 @@ def palm_arrays(n=40, d=7, q=5, seed=0):
     S = (rng.random((n, q)) < 0.3).astype(np.uint8)
     S[np.arange(n), y] = 1
     return rng.normal(3.0, 2.0, (n, d)), S, y
-
-
-def write_palm(path, X, S, y, sparse=True, **override):
-    q = S.shape[1]
-    target = np.eye(q, dtype=np.uint8)[y].T  # q x n, as in the PALM files
-    variables = {"data": X, "target": target, "partial_target": S.T.copy()}
-    if sparse:
-        variables = {"data": X, "target": scipy.sparse.csc_matrix(target.astype(float)),
-                     "partial_target": scipy.sparse.csc_matrix(S.T.astype(float))}
-    variables.update(override)
-    variables = {k: v for k, v in variables.items() if v is not None}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scipy.io.savemat(path, variables)
 
 
 @pytest.mark.parametrize("name, file_name, sparse", [
@@ -91,15 +78,6 @@ def test_unreadable_and_missing_palm_files_are_clear(tmp_path):
 N_CIFAR = 30  # 5 batches of 6
 
 
-def write_cifar(folder, n=6):
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        batch = {b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), b"labels": [i % 10 for i in range(n)]}
-        with open(folder / name, "wb") as f:
-            pickle.dump(batch, f)
-
-
 def fake_annotations(seed=0):
     rng = np.random.default_rng(seed)
     annotations = {
@@ -109,13 +87,6 @@ def fake_annotations(seed=0):
     annotations[0] = [[1], [2, 3], [4, 5], [6]]  # two largest sets: the first one wins
     annotations[1] = [[7, 7, 8]]  # a repeated label counts once
     return annotations
-
-
-def write_plcifar10(root, annotations, nested=True):
-    path = root / "plcifar10" / "plcifar10.pkl" if nested else root / "plcifar10.pkl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(pickle.dumps(annotations))
-    return path
 
 
 def vaguest_reference(value):
@@ -129,7 +100,9 @@ def vaguest_reference(value):
 
 @pytest.mark.parametrize("nested", [True, False])
 def test_plcifar10_aggregate_is_the_union_and_vaguest_the_first_largest(tmp_path, nested):
-    write_cifar(tmp_path / "cifar-10-batches-py")
+    rng = np.random.default_rng(0)  # 5 batches of 6 images (labels 0..5 in each) and 6 test images
+    write_cifar10(tmp_path / "cifar-10-batches-py", rng.integers(0, 256, (N_CIFAR, 32, 32, 3), dtype=np.uint8),
+                  np.tile(np.arange(6), 5), rng.integers(0, 256, (6, 32, 32, 3), dtype=np.uint8), np.arange(6))
     annotations = fake_annotations()
     write_plcifar10(tmp_path, annotations, nested)
     agg = load_pll_dataset("PLCIFAR10_Aggregate", data_dir=tmp_path)

@@ -138,3 +138,21 @@ def test_train_model_is_the_model_train_run_ends_with(tmp_path, name, arch, moda
         acc = float((model.predict(x).argmax(1) == torch.as_tensor(ds.y[split["test"]])).double().mean())
     assert acc == pytest.approx(recs[-1]["test_acc"])
     assert not model.training and model.curr_iter == 7
+
+
+# -- tabular_paper_rows --------------------------------------------------------------------------------------------
+def test_tabular_rows_set_each_palm_dataset_beside_its_own_table():
+    from plench.reports import tabular_paper_rows
+    from shared.report import compare_with_paper, reported
+
+    ours = pd.DataFrame({"dataset": ["SoccerPlayer", "Lost", "digits-USS", "synthetic-manyclass"],
+                         "algorithm": ["SCL_NL", "PRODEN", "PRODEN", "PRODEN"], "criterion": ["CR", "OA&ES", "AA", "CR"],
+                         "value": [50.0, 60.0, 70.0, 80.0]})
+    rows = tabular_paper_rows(ours, "full")
+    assert rows[["dataset", "network"]].values.tolist() == [["Soccer Player", "MLP"], ["Lost", "MLP"], ["Lost", "MLP"]]
+    assert rows["ours_on"].tolist()[0] == "SoccerPlayer (MLP, full)"
+    table = compare_with_paper(rows.iloc[:2], reported("plench", "results"), on=["dataset", "network", "algorithm", "criterion"])
+    found = table[table["ours"].notna()]
+    assert found[["item", "algorithm", "ours"]].values.tolist() == [["Table 7", "PRODEN", 60.0], ["Table 13", "SCL-NL", 50.0]]
+    empty = tabular_paper_rows(ours.iloc[3:], "smoke")  # no counterpart: an empty frame that still compares
+    assert len(empty) == 0 and len(compare_with_paper(empty, reported("plench", "results"))) == 0

@@ -1,0 +1,37 @@
+"""The full profile's code path on the rehearsal data (shared/rehearsal.py): the quick notebooks of Plench and
+LNLFN run with ``profile: full`` through the real loaders, so a change that breaks the full path fails here and
+not on the GPU box. ``make rehearse`` runs every notebook; CILN's are left to it, since every CILN notebook
+first trains the full voter pools (minutes even at the rehearsal's scale)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from shared.paths import REPO_ROOT
+
+pytestmark = pytest.mark.notebooks
+QUICK = {"plench": "00_datasets", "lnlfn": "0[04]_*"}
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    data, out = tmp_path_factory.mktemp("rehearsal-data"), tmp_path_factory.mktemp("rehearsal-runs")
+    subprocess.run([sys.executable, "-m", "shared.rehearsal", str(data), *QUICK], cwd=REPO_ROOT, check=True, capture_output=True)
+    logs = {}
+    for paper, only in QUICK.items():
+        logs[paper] = subprocess.run(
+            [sys.executable, "-m", "shared.run", paper, "--profile", "full", "-f", f"{paper}/params/rehearsal.yaml",
+             "-p", "data_dir", str(data), "-p", "device", "cpu", "--only", only, "--out", str(out), "--jobs", "2"],
+            cwd=REPO_ROOT, capture_output=True, text=True)
+    return json.loads((out / "manifest.json").read_text())["notebooks"], logs
+
+
+@pytest.mark.parametrize("paper", list(QUICK))
+def test_quick_notebooks_run_the_full_profile_on_rehearsal_data(rehearsal, paper):
+    records, logs = rehearsal
+    ours = {k: r for k, r in records.items() if k.startswith(f"{paper}/")}
+    assert ours, f"no {paper} notebook ran:\n{logs[paper].stderr[-3000:]}"
+    for key, record in ours.items():
+        assert record["status"] == "ok", f"{key} failed: {record['error']}\n{logs[paper].stderr[-3000:]}"
+        assert record["parameters"]["profile"] == "full" and "comparison.csv" in record["outputs"]
