@@ -101,15 +101,18 @@ def cifar_scenarios(bench: Benchmark, clean_images: np.ndarray, settings, *, ima
         for s in scenarios:
             v = by_name[s.name]
             s.val = (v.images, v.labels, v.clean_labels)
-    if max_rows is None or max_rows >= len(bench.y):
-        return scenarios
-    keep = np.random.default_rng(0).choice(len(bench.y), max_rows, replace=False)
-    kept = []
-    for s in scenarios:
-        take = np.flatnonzero(np.isin(s.rows, keep))
-        kept.append(Scenario(s.name, s.benchmark, s.setting, s.image_source, s.images[take], s.labels[take],
-                             s.clean_labels[take], s.rows[take], s.val))
-    return kept
+    if max_rows is not None and max_rows < len(bench.y):
+        keep = np.random.default_rng(0).choice(len(bench.y), max_rows, replace=False)
+        scenarios = [Scenario(s.name, s.benchmark, s.setting, s.image_source, s.images[take], s.labels[take],
+                              s.clean_labels[take], s.rows[take], s.val)
+                     for s in scenarios for take in [np.flatnonzero(np.isin(s.rows, keep))]]
+    empty = [s.name for s in scenarios if len(s.rows) == 0 or (s.val is not None and len(s.val[1]) == 0)]
+    if empty:
+        raise ConfigError(
+            f"scenario(s) {', '.join(empty)} have no rows: a clean-start (CILN-C) scenario keeps only the rows every "
+            "voter classifies correctly, and with these voters (or max_rows) none is left. Train the voters longer, "
+            "use more rows, or drop the setting from clean_start_settings.")
+    return scenarios
 
 
 def _draw(seed: int, draw: str, n_rows: int, n_votes: int) -> np.ndarray:

@@ -182,13 +182,17 @@ def tv_to_reference(shares: np.ndarray, y: np.ndarray, reference_counts: np.ndar
     class with probability delta (``default_rng(b + 1000)``); the class-conditional baseline draws
     ``n_votes`` labels from the class mean of the shares (``default_rng(b + 2000)``). TV_b = mean_i
     0.5 ||p_i - ref_i||_1. Draws are vectorised, so streams differ from the official per-row loop.
-    No rows (e.g. a CILN-C subset when no test row is right for every voter): every field is NaN.
+    No rows (e.g. a CILN-C subset when no test row is right for every voter), or a few rows on which the
+    reference never disagrees with y while the shares do (so it cannot be raised to delta): every field is NaN.
     """
     shares, y = _check(shares, y)
     if len(y) == 0:
         return TVResult(*[float("nan")] * 5)
     K = shares.shape[1]
     delta = noise_rate(shares, y)
+    counts = np.asarray(reference_counts, dtype=np.float64)
+    if delta > 0 and counts.sum() == counts[np.arange(len(y)), y].sum():
+        return TVResult(*[float("nan")] * 4, delta)
     soft = upsample_reference(reference_counts, y, delta)
     T = class_means(shares, y)
     tv, sym, ccn = [], [], []

@@ -155,8 +155,30 @@ def _deit_transforms(recipe: dict, gray: bool):
         transforms.Resize(size, interpolation=transforms.InterpolationMode.BICUBIC)]
     train = create_transform(size, is_training=True, auto_augment=recipe["auto_augment"], interpolation="bicubic",
                              re_prob=0.0, mean=IMAGENET_MEAN, std=IMAGENET_STD)
+    _allow_zero_bit_posterize(train)
     evaluate = [transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
     return transforms.Compose(pre + [train]), transforms.Compose(pre + evaluate)
+
+
+def _posterize(img, bits_to_keep, **_):
+    """Posterize that keeps 0 bits as a black image, as Pillow did when DeiT III was trained (Pillow 13 raises)."""
+    from PIL import Image, ImageOps
+
+    if bits_to_keep >= 8:
+        return img
+    return Image.new(img.mode, img.size) if bits_to_keep <= 0 else ImageOps.posterize(img, bits_to_keep)
+
+
+def _allow_zero_bit_posterize(transform) -> None:
+    """RandAugment's "inc1" PosterizeIncreasing keeps 4 - int(4 m / 10) bits: 0 at magnitude 10, which m9 with
+    mstd 0.5 reaches. Point its posterize ops at ``_posterize`` so such a draw does not stop training."""
+    from timm.data.auto_augment import RandAugment
+
+    for t in getattr(transform, "transforms", []):
+        if isinstance(t, RandAugment):
+            for op in t.ops:
+                if op.name.startswith("Posterize"):
+                    op.aug_fn = _posterize
 
 
 @torch.no_grad()

@@ -49,6 +49,14 @@ def test_scenarios(bench, rng):
         cifar_scenarios(bench, images[:20], [("contrast", 5)])
 
 
+def test_empty_clean_start_scenario_is_a_clear_error(bench, rng):
+    bench.clean_probs[0] = np.eye(10)[(bench.y + 1) % 10]  # voter a errs on every clean input: no clean-start row
+    images = rng.integers(0, 256, (200, 32, 32, 3), dtype=np.uint8)
+    assert len(cifar_scenarios(bench, images, [("contrast", 5)])) == 2  # CILN-S keeps its rows
+    with pytest.raises(ConfigError, match=r"CILN-C contrast \(5\) clean-img.*have no rows.*clean_start_settings"):
+        cifar_scenarios(bench, images, [("contrast", 5)], clean_start=[["contrast", 5]])
+
+
 def test_coteaching_is_told_the_true_noise_rate(bench, rng):
     images = rng.integers(0, 256, (200, 32, 32, 3), dtype=np.uint8)
     scenario = cifar_scenarios(bench, images, [("contrast", 5)], image_sources=["clean"])[0]

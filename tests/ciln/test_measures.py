@@ -89,6 +89,16 @@ def test_tv_of_no_rows_is_nan():
     assert all(np.isnan(v) for v in (empty.tv, empty.tv_ci95, empty.tv_symmetric, empty.tv_ccn, empty.noise_rate))
 
 
+def test_tv_is_nan_when_the_reference_cannot_be_raised_to_the_noise_rate():
+    """Two rows where every human agrees with y but a voter does not: no disagreement to scale up."""
+    y = np.array([0, 1])
+    humans = np.eye(3)[y] * 50
+    shares = np.array([[0.75, 0.25, 0.0], [0.0, 1.0, 0.0]])
+    out = tv_to_reference(shares, y, humans, n_boot=2)
+    assert np.isnan(out.tv) and np.isnan(out.tv_symmetric) and out.noise_rate == pytest.approx(0.125)
+    assert tv_to_reference(np.eye(3)[y], y, humans, n_boot=2).tv == 0.0  # no noise: nothing to raise
+
+
 def test_marginal_pca_ranks_by_distance_to_the_reference():
     from ciln.measures import marginal_pca
 

@@ -163,3 +163,18 @@ def test_clip_zero_shot_is_softmax_of_100_cosine(clip_file):
     with pytest.raises(ConfigError, match="class name"):
         vp.fit_pretrained_voter("clip_vit_b32", {"weights": str(path)}, None, None, None, None, num_classes=10,
                                 classes=CIFAR10_CLASSES[:3], seed=0, device="cpu", cache=None)
+
+
+def test_deit_randaugment_survives_zero_bit_posterize():
+    # m9 with mstd 0.5 reaches magnitude 10, where PosterizeIncreasing keeps 0 bits; Pillow 13 raises on that
+    from timm.data.auto_augment import RandAugment
+
+    train_tf, _ = vp._deit_transforms(dict(vp.PRETRAINED_VOTERS["deit3_small"][1], image_size=32), gray=False)
+    rand = next(t for t in train_tf.transforms[-1].transforms if isinstance(t, RandAugment))
+    posterize = next(op for op in rand.ops if op.name == "PosterizeIncreasing")
+    img = Image.fromarray(np.full((8, 8, 3), 200, dtype=np.uint8))
+    assert np.asarray(posterize.aug_fn(img, 0)).max() == 0  # old Pillow: keeping 0 bits gives a black image
+    assert np.asarray(posterize.aug_fn(img, 1)).max() == 128
+    rand.ops, rand.num_layers = [posterize], 1
+    posterize.prob, posterize.magnitude, posterize.magnitude_std = 1.0, 10, 0
+    assert train_tf(img).shape == (3, 32, 32)
