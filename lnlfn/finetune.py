@@ -40,7 +40,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from lnlfn import encoders
-from lnlfn.scoring import SweepResult, _items, _labels, array_hash, draw_sweep, loss_scores
+from lnlfn.scoring import SweepResult, _items, _labels, array_hash, check_configs, draw_sweep, loss_scores
 from shared.cache import ArtifactCache
 from shared.device import select_device
 from shared.errors import ConfigError, DataNotFoundError, unknown_choice
@@ -568,12 +568,7 @@ def finetune_sweep(model: str | os.PathLike, texts, labels, configs: Iterable[Fi
 
     Returns: a ``FinetuneSweep`` (a ``SweepResult``: probs (m, n, K), val_accuracy/val_loss (m,), folds None).
     """
-    configs = tuple(configs)
-    if not configs:
-        raise ConfigError("configs is empty; pass at least one FinetuneConfig (e.g. random_finetune_configs(25))")
-    bad = [c for c in configs if not isinstance(c, FinetuneConfig)]
-    if bad:
-        raise ConfigError(f"configs must be FinetuneConfig objects, got {type(bad[0]).__name__}")
+    configs = check_configs(configs, FinetuneConfig, "random_finetune_configs(25)")
     n = _n_items(_check_items(texts, task, "texts"))
     y, k = _labels(labels, n, num_labels)
     val_idx = _items(val, n, "val")

@@ -543,12 +543,7 @@ def run_sweep(X, labels, configs: Iterable[HeadConfig], *, n_classes: int | None
             the held-out protocol pass the validation split's positions and restrict to the test split later.
         cache: see ``cross_fit_probs``.
     """
-    configs = tuple(configs)
-    if not configs:
-        raise ConfigError("configs is empty; pass at least one HeadConfig (e.g. smoke_heads())")
-    bad = [c for c in configs if not isinstance(c, HeadConfig)]
-    if bad:
-        raise ConfigError(f"configs must be HeadConfig objects, got {type(bad[0]).__name__}")
+    configs = check_configs(configs, HeadConfig, "smoke_heads()")
     X = _features(X)
     if train is not None:
         X_train = _features(train[0], "X_train")
@@ -718,3 +713,14 @@ __all__ = [
     "array_hash", "make_folds", "CrossFit", "cross_fit_probs", "holdout_probs", "loss_scores", "ensemble_probs",
     "SweepResult", "run_sweep", "Detection", "loss_detection", "fml", "fme", "cl_mask", "cl", "with_cl", "detect",
 ]
+
+
+def check_configs(configs, kind: type, example: str) -> tuple:
+    """``configs`` as a tuple, or a ConfigError if it is empty or holds anything but ``kind`` objects."""
+    configs = tuple(configs)
+    if not configs:
+        raise ConfigError(f"configs is empty; pass at least one {kind.__name__} (e.g. {example})")
+    bad = [c for c in configs if not isinstance(c, kind)]
+    if bad:
+        raise ConfigError(f"configs must be {kind.__name__} objects, got {type(bad[0]).__name__}")
+    return configs

@@ -311,3 +311,13 @@ def test_random_heads_follow_the_sweep_space():
     assert [h.name for h in heads] == [h.name for h in S.random_heads(20, seed=0, lr_range=(1e-6, 1e-3))]
     with pytest.raises(ValueError):
         S.HeadConfig("svm")
+
+
+def test_sweep_configs_are_checked():
+    from shared.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"configs is empty; pass at least one HeadConfig \(e.g. smoke_heads\(\)\)"):
+        S.check_configs([], S.HeadConfig, "smoke_heads()")
+    with pytest.raises(ConfigError, match="configs must be HeadConfig objects, got dict"):
+        S.check_configs([{"lr": 0.1}], S.HeadConfig, "smoke_heads()")
+    assert S.check_configs(iter(S.smoke_heads()), S.HeadConfig, "") == tuple(S.smoke_heads())
