@@ -27,7 +27,7 @@ import numpy as np
 from shared.datasets import load_dataset
 from shared.datasets.offline import adult_like_frame
 from shared.datasets.writers import write_adult, write_cifar10, write_mnist
-from shared.errors import unknown_choice
+from shared.errors import ConfigError, unknown_choice
 from shared.paths import REPO_ROOT
 
 REHEARSAL_PAPERS = ("ciln", "plench", "lnlfn")
@@ -71,6 +71,9 @@ def write_rehearsal_data(root, papers=REHEARSAL_PAPERS, n_train: int = 1000, n_t
     for paper in papers:
         if paper not in REHEARSAL_PAPERS:
             raise unknown_choice("paper with a rehearsal", paper, REHEARSAL_PAPERS)
+    if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
+        raise ConfigError(f"{root} is not empty and is not a rehearsal folder (no {MARKER}): writing stand-in files "
+                          "there could overwrite real datasets. Pass an empty or new folder, e.g. runs/rehearsal-data.")
     root.mkdir(parents=True, exist_ok=True)
     (root / MARKER).write_text(MARKER_TEXT)
     written = {"shared": write_shared_datasets(root, n_train, n_test)}

@@ -25,3 +25,10 @@ def test_rehearsal_folder_is_marked_and_papers_are_checked(tmp_path):
     assert not (tmp_path / MARKER).exists()
     write_rehearsal_data(tmp_path, papers=[], n_train=20, n_test=5)
     assert "not results" in (tmp_path / MARKER).read_text()
+
+
+def test_rehearsal_refuses_a_folder_that_may_hold_real_data(tmp_path):
+    (tmp_path / "cifar-10-batches-py").mkdir()
+    with pytest.raises(ConfigError, match="not empty and is not a rehearsal folder.*overwrite real datasets"):
+        write_rehearsal_data(tmp_path, papers=[], n_train=20, n_test=5)
+    assert not (tmp_path / MARKER).exists()
