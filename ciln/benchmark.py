@@ -23,7 +23,7 @@ import pandas as pd
 from ciln import corruptions as corruption_module
 from ciln import measures
 from ciln import voters as voters_module
-from ciln.corruptions import CORRUPTIONS, corrupt, domain_of, get_corruption
+from ciln.corruptions import CORRUPTIONS, check_options, corrupt, domain_of, get_corruption
 from ciln.splits import SPLIT_NAMES, gu_five_way_split
 from ciln.voters import Voter, data_fingerprint, parse_pool, train_voter
 from shared.cache import ArtifactCache
@@ -49,6 +49,7 @@ class Benchmark:
     voter_accuracy: dict[str, float] = field(default_factory=dict)  # clean accuracy on the official test split
     split_sizes: dict[str, int] = field(default_factory=dict)
     source: str = ""
+    corruption_options: dict = field(default_factory=dict)  # corruption -> operator options used (see corrupt)
 
     @property
     def settings(self) -> list[Setting]:
@@ -215,8 +216,12 @@ def generate_benchmark(
     data_dir=None,
     device="cpu",
     cache: ArtifactCache | None = None,
+    corruption_options: dict | None = None,
 ) -> Benchmark:
-    """Algorithm 1 for every (corruption, severity) on the ``split`` rows ("nlt", "nlv" or "test")."""
+    """Algorithm 1 for every (corruption, severity) on the ``split`` rows ("nlt", "nlv" or "test").
+
+    ``corruption_options`` maps a corruption to its operator's options (``ciln.corruptions.corrupt``), e.g.
+    ``{"frost": {"texture_scale": 0.2}}`` for CIFAR-10-C's frost instead of CILN's."""
     if split not in SPLIT_NAMES:
         raise ConfigError(f"split must be one of {', '.join(SPLIT_NAMES)}, got {split!r}")
     cache = cache or ArtifactCache(verbose=False)
@@ -224,6 +229,7 @@ def generate_benchmark(
     domain = domain_of(ds.name)
     names = resolve_corruptions(domain, corruptions)
     settings = [(c, s) for c in names for s in severities]
+    options = {c: check_options(get_corruption(domain, c), o) for c, o in (corruption_options or {}).items()}
     for c, s in settings:
         get_corruption(domain, c, s)
     splits = gu_five_way_split(ds.train.y)
@@ -236,21 +242,24 @@ def generate_benchmark(
 
     base = {"dataset": ds.name, "split": split, "data": data_fingerprint(X, y), "pool": pool,
             "voter_seed": voter_seed, "master_seed": master_seed}
-    code = [corruption_module.cifar, corruption_module.mnist, corruption_module.tabular,
-            corruption_module.primitives, voters_module]
+    code = [corruption_module, corruption_module.cifar, corruption_module.frost, corruption_module.mnist,
+            corruption_module.tabular, corruption_module.primitives, voters_module]
     clean = cache.get_or_build("ciln-votes", dict(base, setting="clean"), lambda: {"probs": predict(X)}, code=code)["probs"]
     probs = {}
     for c, s in progress(settings, desc=f"{ds.name} settings"):
         def build(c=c, s=s):
-            corrupted = corrupt(domain, X, c, s, split=SPLIT_NAMES[split], master_seed=master_seed, reference=reference)
+            corrupted = corrupt(domain, X, c, s, split=SPLIT_NAMES[split], master_seed=master_seed, reference=reference,
+                                options=options.get(c))
             return {"probs": predict(corrupted)}
 
-        entry = cache.get_or_build("ciln-votes", dict(base, setting=[c, s]), build, code=code)
+        key = dict(base, setting=[c, s]) | ({"options": options[c]} if options.get(c) else {})
+        entry = cache.get_or_build("ciln-votes", key, build, code=code)
         probs[(c, s)] = entry["probs"]
     accuracy = {v.name: float((v.predict_proba(ds.test.X).argmax(1) == ds.test.y).mean()) for v in voters}
     sizes = {k: len(v) for k, v in splits.items()} | {"test": len(ds.test.y)}
     names = [v.name for v in voters]
-    return Benchmark(ds.name, domain, ds.classes, split, names, y, clean, probs, accuracy, sizes, ds.source)
+    return Benchmark(ds.name, domain, ds.classes, split, names, y, clean, probs, accuracy, sizes, ds.source,
+                     {c: o for c, o in options.items() if o})
 
 
 def split_rows(ds: Dataset, split: str):
@@ -266,8 +275,9 @@ def load_benchmarks(cfg, names=None, *, corruptions="all", split: str = "nlt", d
                     device="auto") -> dict[str, Benchmark]:
     """Benchmarks of the paper datasets ``names`` (default: all of ``cfg.datasets``) with a notebook's settings.
 
-    ``cfg`` holds ``datasets`` (paper name -> dataset), ``pools``, ``severities``, ``master_seed`` and
-    ``voter_seed`` (see ciln/profiles.yaml); ``corruptions`` is "all", a list, or a dict per paper name.
+    ``cfg`` holds ``datasets`` (paper name -> dataset), ``pools``, ``severities``, ``master_seed``,
+    ``voter_seed`` and ``corruption_options`` (per paper name; see ciln/profiles.yaml); ``corruptions`` is "all",
+    a list, or a dict per paper name.
     With ``cfg.release_dirs[name]`` set, that benchmark is read from a release folder instead (an analysis
     of the authors' released voter outputs needs no GPU).
     """
@@ -276,6 +286,10 @@ def load_benchmarks(cfg, names=None, *, corruptions="all", split: str = "nlt", d
     if unknown:
         raise ConfigError(f"unknown paper dataset(s) {unknown}; configured: {', '.join(cfg.datasets)}")
     releases = cfg.get("release_dirs") or {}
+    unknown = sorted(set(cfg.get("corruption_options") or {}) - set(cfg.datasets))
+    if unknown:
+        raise ConfigError(f"corruption_options names unknown paper dataset(s) {unknown}; configured: "
+                          f"{', '.join(cfg.datasets)} (e.g. {{CIFAR10: {{frost: {{texture_scale: 0.2}}}}}})")
     if any(releases.get(n) for n in names):
         from ciln.release import read_release
 
@@ -287,6 +301,7 @@ def load_benchmarks(cfg, names=None, *, corruptions="all", split: str = "nlt", d
             cfg.datasets[name], pool=cfg.pools[name], severities=cfg.severities, master_seed=cfg.master_seed,
             voter_seed=cfg.voter_seed, corruptions=corruptions.get(name, "all") if isinstance(corruptions, dict) else corruptions,
             split=split, data_dir=data_dir, device=device,
+            corruption_options=(cfg.get("corruption_options") or {}).get(name),
         )
         for name in names
     }

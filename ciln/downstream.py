@@ -136,7 +136,8 @@ def _all_scenarios(bench, clean_images, settings, image_sources, clean_start, ra
             for source in image_sources:
                 if source == "noisy" and noisy_images is None:
                     noisy_images = corrupt(bench.dataset, clean_images, corruption, severity,
-                                           split=SPLIT_NAMES[bench.split], master_seed=master_seed)
+                                           split=SPLIT_NAMES[bench.split], master_seed=master_seed,
+                                           options=bench.corruption_options.get(corruption))
                 images = clean_images if source == "clean" else noisy_images
                 setting = f"{corruption} ({severity})"
                 out.append(Scenario(f"{benchmark} {setting} {source}-img", benchmark, setting, source,

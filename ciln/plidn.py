@@ -29,6 +29,7 @@ from ciln.references import fallible_rater_votes
 from ciln.splits import gu_five_way_split
 from shared.cache import ArtifactCache
 from shared.datasets import Dataset
+from shared.datasets.files import check_not_lfs_pointer
 from shared.datasets.real import missing_data_error
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError, unknown_choice
 from shared.paths import data_dir as resolve_data_dir
@@ -62,6 +63,11 @@ def release_dir(tier: str, data_dir=None) -> Path:
     if tier not in LEVELS:
         raise unknown_choice("PL-IDN tier", tier, LEVELS)
     return resolve_data_dir(data_dir) / "plidn" / "cifar10" / LEVELS[tier]
+
+
+def locate_release(tier: str, data_dir=None) -> list[Path]:
+    """All train and valid shards of a tier; a DataNotFoundError when a split or a shard is missing."""
+    return _shards(release_dir(tier, data_dir), tier)
 
 
 def _shards(folder: Path, tier: str) -> list[Path]:
@@ -147,7 +153,7 @@ def masked_crc32c(data: bytes) -> int:
 def read_tfrecord(path: Path) -> Iterator[bytes]:
     """The records of a TFRecord file: each is uint64 length, masked CRC of the length, data, masked CRC of the data
     (little-endian). A DataFormatError names the file and record index of a truncated or corrupt record."""
-    raw = Path(path).read_bytes()
+    raw = check_not_lfs_pointer(path).read_bytes()
     pos, index = 0, 0
     while pos < len(raw):
         where = f"{path}, record {index} (byte {pos})"

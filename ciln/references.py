@@ -24,6 +24,7 @@ from ciln.splits import gu_five_way_split
 from ciln.voters import data_fingerprint
 from shared.cache import ArtifactCache
 from shared.datasets import Dataset
+from shared.datasets.files import load_npy
 from shared.datasets.real import missing_data_error
 from shared.errors import DataFormatError, unknown_choice
 from shared.noise import raters as raters_module
@@ -33,18 +34,31 @@ from shared.paths import data_dir as resolve_data_dir
 PLIDN_TIERS = {"L": 0.108, "M": 0.194, "H": 0.478}
 
 
-def cifar10h_counts(data_dir=None) -> np.ndarray:
-    """CIFAR-10H counts (10000, 10) int, from ``<data_dir>/cifar10h/cifar10h-counts.npy``."""
+def locate_cifar10h(data_dir=None) -> Path:
+    """``<data_dir>/cifar10h/cifar10h-counts.npy`` (or directly under ``data_dir``); DataNotFoundError if absent."""
     root = resolve_data_dir(data_dir)
     candidates = [root / "cifar10h" / "cifar10h-counts.npy", root / "cifar10h-counts.npy"]
     path = next((p for p in candidates if p.exists()), None)
     if path is None:
         raise missing_data_error("CIFAR-10H", candidates,
-                       "Download data/cifar10h-counts.npy from https://github.com/jcpeterson/cifar-10h.")
-    counts = np.load(path, allow_pickle=False)
-    if counts.ndim != 2 or counts.shape[1] != 10 or (counts < 0).any():
-        raise DataFormatError(f"{path}: expected non-negative counts of shape (10000, 10), got {counts.shape}")
-    return counts
+                                 "Download data/cifar10h-counts.npy from https://github.com/jcpeterson/cifar-10h.")
+    return path
+
+
+def cifar10h_counts(data_dir=None) -> np.ndarray:
+    """CIFAR-10H counts (10000, 10) int64, from ``<data_dir>/cifar10h/cifar10h-counts.npy``."""
+    path = locate_cifar10h(data_dir)
+    counts = load_npy(path, "CIFAR-10H annotation counts")
+    if counts.ndim != 2 or counts.shape[1] != 10 or not np.isfinite(counts).all() or (counts < 0).any():
+        raise DataFormatError(f"{path}: expected non-negative counts of shape (10000, 10), got {counts.dtype} {counts.shape}")
+    if not np.array_equal(counts, np.round(counts)) or (counts.sum(axis=1) < 1).any():
+        sums = counts.sum(axis=1)
+        looks_like = (" The rows sum to 1: this is cifar10h-probs.npy (the label distributions), not the counts."
+                      if np.allclose(sums, 1.0, atol=1e-4) else "")
+        raise DataFormatError(f"{path}: expected whole annotation counts (about 50 per image), found fractional values "
+                              f"(row sums {sums.min():.3g} to {sums.max():.3g}).{looks_like} Use data/cifar10h-counts.npy "
+                              "from https://github.com/jcpeterson/cifar-10h.")
+    return counts.astype(np.int64)
 
 
 def _features(ds: Dataset, splits: dict) -> tuple[np.ndarray, np.ndarray]:

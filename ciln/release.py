@@ -27,6 +27,7 @@ from ciln.benchmark import Benchmark
 from ciln.corruptions import domain_of
 from ciln.splits import SPLIT_NAMES
 from shared.errors import DataFormatError, unknown_choice
+from shared.datasets.files import load_npy, read_json
 from shared.datasets.real import missing_data_error
 
 FORMAT_VERSION = 1
@@ -51,11 +52,12 @@ def write_release(bench: Benchmark, root: str | os.PathLike, *, label_seed: int 
                 c, s = SETTING_DIR.match(name).group("corruption", "severity")
                 np.save(folder / "sampled_labels.npy", bench.sampled_labels((c, int(s)), label_seed))
         manifest_path = root / "manifest.json"
-        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        manifest = read_json(manifest_path) if manifest_path.exists() else {}
         manifest.update({
             "format_version": FORMAT_VERSION, "dataset": bench.dataset, "domain": bench.domain,
             "classes": list(bench.classes), "voters": bench.voters, "source": bench.source,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "label_seed": label_seed, **(extra or {}),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "label_seed": label_seed,
+            "corruption_options": bench.corruption_options, **(extra or {}),
         })
         manifest.setdefault("splits", {})[split] = {
             "rows": int(len(bench.y)), "settings": [f"{c}_sev{s}" for c, s in bench.settings],
@@ -83,8 +85,8 @@ def _read_folder(folder: Path, voters: list[str] | None) -> tuple[np.ndarray, np
         names, files = voters, [folder / f"softmax_{v}.npy" for v in voters]
     if not files:
         raise DataFormatError(f"{folder} has no softmax_<voter>.npy files")
-    labels = np.load(folder / "labels.npy", allow_pickle=False).astype(np.int64)
-    probs = np.stack([np.load(f, allow_pickle=False) for f in files]).astype(np.float32)
+    labels = load_npy(folder / "labels.npy", "true labels").astype(np.int64)
+    probs = np.stack([load_npy(f, "voter softmax outputs") for f in files]).astype(np.float32)
     if probs.shape[:2] != (len(names), len(labels)) or probs.ndim != 3:
         raise DataFormatError(f"{folder}: softmax arrays must be (rows, classes) for {len(labels)} rows, got {probs.shape}")
     return labels, probs, names
@@ -100,7 +102,7 @@ def read_release(root: str | os.PathLike, split: str = "nlt", dataset: str | Non
         raise missing_data_error("a CILN release", [settings_dir],
                                  "Download a release (e.g. the Hugging Face dataset sh-islam/ciln-bench-cifar10) there, "
                                  "or write one with ciln.release.write_release.")
-    manifest = json.loads((root / "manifest.json").read_text()) if (root / "manifest.json").exists() else {}
+    manifest = read_json(root / "manifest.json") if (root / "manifest.json").exists() else {}
     split_name = SPLIT_NAMES[split]
     voters = manifest.get("voters")
     probs, y, clean = {}, None, None
@@ -126,4 +128,5 @@ def read_release(root: str | os.PathLike, split: str = "nlt", dataset: str | Non
     classes = tuple(manifest.get("classes", [str(k) for k in range(next(iter(probs.values())).shape[2])]))
     info = manifest.get("splits", {}).get(split_name, {})
     return Benchmark(name, manifest.get("domain", domain_of(name)), classes, split, list(voters), y, clean, probs,
-                     info.get("voter_accuracy", {}), info.get("split_sizes", {}), manifest.get("source", f"release {root}"))
+                     info.get("voter_accuracy", {}), info.get("split_sizes", {}), manifest.get("source", f"release {root}"),
+                     manifest.get("corruption_options", {}))

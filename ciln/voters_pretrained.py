@@ -35,6 +35,7 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import transforms
 
 from shared.cache import ArtifactCache
+from shared.datasets.files import check_not_lfs_pointer
 from shared.device import select_device
 from shared.errors import ConfigError, DataNotFoundError, unknown_choice
 from shared.paths import data_dir
@@ -95,7 +96,7 @@ def weights_path(name: str, setting, root=None) -> Path | None:
             f"The default folder follows the data_dir parameter (else NOISY_DATA_DIR); to use another file set the "
             f"recipe key 'weights' (pool entry {{voter: {name}, weights: /path/to/{filename}}}), or weights: none for a randomly "
             "initialised network (not the paper's voter).")
-    return path
+    return check_not_lfs_pointer(path)
 
 
 def _file_digest(path: Path | None) -> str:

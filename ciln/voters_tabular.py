@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from shared.cache import ArtifactCache
+from shared.datasets.files import check_not_lfs_pointer
 from shared.datasets.real import ADULT_CATEGORICAL, ADULT_NUMERIC, missing_data_error
 from shared.errors import ConfigError, DataFormatError, unknown_choice
 from shared.paths import data_dir
@@ -394,6 +395,7 @@ def load_tabpfn(path: Path, trust: bool = False) -> tuple[nn.Module, dict]:
 
     Loaded with ``weights_only=True`` (tensors, containers and numpy scalars; no code in the file runs) unless
     ``trust``: then as tabpfn 0.1.11 itself loads it (full unpickling; only for a file from the official URL)."""
+    check_not_lfs_pointer(path)
     try:
         with torch.serialization.safe_globals(_numpy_safe_globals()):
             state, _, config = torch.load(path, map_location="cpu", weights_only=not trust)

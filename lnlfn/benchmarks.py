@@ -17,8 +17,15 @@ rt_u5          5 % uniform noise on Rotten Tomatoes snippets              IMDB-5
 
 ``NOISE_METHODS`` are Fig. 3's five single-kind noisings in the paper's order of hypothesized realism; any of
 them (or a benchmark's mix) is applied by ``noise_dataset``. Class-dependent noise draws its transition
-matrix with Northcutt et al.'s trace generator (``trace_transition``) from the split's class prior, as the spec
-recommends (the paper gives no matrix).
+matrix with Northcutt et al.'s trace generator (``trace_transition``) from the dataset's class prior (the paper
+gives no matrix; a class absent from the dataset keeps an identity row and receives no flips).
+
+Rules: by default (``compat=True``) the details the paper leaves open follow the official noiser
+(github.com/dcx/lnlfm, ``code/human_noiser.py``), which produced the paper's benchmarks: each kind's count per
+split is ``round(n * rate * share)`` with Python's ``round``, and the ``hard`` noiser breaks ties between wrong
+labels by the first annotation column and counts its threshold in annotation columns. ``compat=False`` gives
+ours (a split total ``round(rate * n)``, halves up, shared by largest remainder; random ties; the item's own
+annotations as the threshold base); see ``shared.noise.annotations``.
 
     ds = load_text_dataset("vader")
     noised = make_benchmark("vader5", ds)           # NoisedLabels: noisy, clean, kind, split, info
@@ -83,14 +90,18 @@ def benchmark(name: str) -> Benchmark:
 
 
 def class_transition(ds, rate: float, *, seed: int = 0) -> np.ndarray:
-    """(K, K) row-stochastic class-dependent noise matrix with trace K (1 - rate), prior = the class shares."""
+    """(K, K) row-stochastic class-dependent noise matrix with trace K (1 - rate), prior = the class shares.
+
+    A class with no item in ``ds`` (a subsample, say) keeps an identity row and receives no flips; the matrix
+    is drawn over the classes present, with trace K' (1 - rate) (``shared.noise.annotations.trace_transition``).
+    """
     prior = np.bincount(ds.labels, minlength=ds.num_classes) / len(ds)
     return trace_transition(ds.num_classes, min(max(rate, 0.01), 0.99), prior=prior,
                             seed=item_seed("lnlfn-transition", seed) % 2**31)
 
 
 def noise_dataset(ds, method, rate, *, seed: int = DEFAULT_NOISE_SEED, majority_k: int | None = None,
-                  hard_threshold: float = 0.4, die_on_insufficient: bool = True) -> NoisedLabels:
+                  hard_threshold: float = 0.4, die_on_insufficient: bool = True, compat: bool = True) -> NoisedLabels:
     """Noise ``ds.labels`` split by split to exact counts (``shared.noise.annotations.compose``).
 
     Args:
@@ -99,9 +110,12 @@ def noise_dataset(ds, method, rate, *, seed: int = DEFAULT_NOISE_SEED, majority_
         rate: the fraction of each split to noise, or "all" (every eligible item; one kind only).
         seed: the noise seed (same seed, same labels).
         majority_k: crowd majority over k random annotations per item (VADER-M: 3); None = all of them.
-        hard_threshold: share of an item's annotators that must give the top non-gold label ("hard").
+        hard_threshold: share of the annotators that must give the top non-gold label ("hard"): of the
+            annotation columns (compat) or of the item's own annotations (ours).
         die_on_insufficient: raise when a split cannot reach its target; False noises what it can and
             ``info["noised"]`` records the shortfall (Fig. 3's crowd-majority curve is capped this way).
+        compat: True (default) the official noiser's rules for the per-kind targets and "hard"; False ours
+            (module doc).
 
     Returns: ``NoisedLabels`` (noisy, clean, kind per item, split, info).
     """
@@ -113,21 +127,37 @@ def noise_dataset(ds, method, rate, *, seed: int = DEFAULT_NOISE_SEED, majority_
     if rate != "all" and float(rate) == 0.0:
         n = len(ds)
         return NoisedLabels(ds.labels.copy(), ds.labels.copy(), np.full(n, "", dtype=object).astype(str),
-                            np.asarray(ds.split), {"order": [], "rate": 0.0})
+                            np.asarray(ds.split), {"order": [], "rate": 0.0, "compat": bool(compat)})
     transition = None
     if "class_dependent" in kinds:
         transition = class_transition(ds, 0.2 if rate == "all" else float(rate), seed=seed)
     return compose(ds.annotations, ds.labels, ds.num_classes, rate=rate, mix=mix, split=ds.split, seed=seed,
                    transition=transition, hard_threshold=hard_threshold, majority_k=majority_k,
-                   die_on_insufficient=die_on_insufficient)
+                   die_on_insufficient=die_on_insufficient, compat=compat)
 
 
-def make_benchmark(name: str, ds, *, seed: int = DEFAULT_NOISE_SEED) -> NoisedLabels:
-    """The benchmark ``name`` (``BENCHMARKS``) applied to ``ds`` (a dataset of the benchmark's kind)."""
+def make_benchmark(name: str, ds, *, seed: int = DEFAULT_NOISE_SEED, compat: bool = True) -> NoisedLabels:
+    """The benchmark ``name`` (``BENCHMARKS``) applied to ``ds`` (a dataset of the benchmark's kind).
+
+    ``compat=True`` (default): the official noiser's rules (module doc), as the paper's benchmarks were built.
+    """
     spec = benchmark(name)
     if not (ds.name == spec.dataset or ds.name.startswith(spec.dataset + "_")):
         raise ConfigError(f"benchmark {name} is built on {spec.dataset!r}, but the dataset given is {ds.name!r}")
-    return noise_dataset(ds, spec.mix, spec.rate, seed=seed, **spec.options)
+    return noise_dataset(ds, spec.mix, spec.rate, seed=seed, compat=compat, **spec.options)
+
+
+def shortfalls(noised: NoisedLabels) -> dict:
+    """``{split: {kind: target - noised}}`` for every kind that noised fewer items than its target (the rules'
+    counts, ``info["targets"]``: per kind ``round(n x rate x share)`` under the official rules); {} when every
+    target was met exactly."""
+    counts = noised.counts()
+    out = {}
+    for split, targets in noised.info["targets"].items():
+        short = {k: t - counts[split].get(k, 0) for k, t in targets.items() if counts[split].get(k, 0) != t}
+        if short:
+            out[split] = short
+    return out
 
 
 def noise_summary(noised: NoisedLabels) -> list[dict]:
@@ -141,4 +171,4 @@ def noise_summary(noised: NoisedLabels) -> list[dict]:
 
 
 __all__ = ["NOISE_METHODS", "METHOD_LABELS", "DEFAULT_NOISE_SEED", "Benchmark", "BENCHMARKS", "benchmark",
-           "class_transition", "noise_dataset", "make_benchmark", "noise_summary"]
+           "class_transition", "noise_dataset", "make_benchmark", "shortfalls", "noise_summary"]

@@ -64,6 +64,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from shared.datasets.files import load_npy, open_text, read_csv, read_json, read_text
 from shared.datasets.real import missing_data_error as shared_missing_data_error
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError, unknown_choice
 from shared.paths import data_dir as resolve_data_dir
@@ -284,7 +285,7 @@ VADER_SPLIT_SIZES = (5000, 1000, 1520)
 def read_vader_lexicon(path) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
     """Tokens, lexicon means (n,), stds (n,) and ratings (n, 10) int8 from a ``vader_lexicon.txt``."""
     tokens, means, stds, ratings = [], [], [], []
-    with open(path, encoding="utf-8") as f:  # universal newlines: the wheel's file has CRLF endings
+    with open_text(path) as f:  # universal newlines: the wheel's file has CRLF endings
         for line_no, line in enumerate(f, 1):
             line = line.rstrip("\r\n")
             if not line.strip():
@@ -379,7 +380,8 @@ RT_SPLIT_FRACTIONS = (0.7, 0.1, 0.2)
 
 @lru_cache(maxsize=1)
 def _rt_raw(path: str) -> pd.DataFrame:
-    frame = pd.read_csv(path, dtype={"category": str, "text": str, "movie_name": str}, keep_default_na=False)
+    # pandas decompresses the .bz2; read_csv adds the BOM, LFS-pointer, damaged-stream and binary-bytes checks
+    frame = read_csv(path, dtype={"category": str, "text": str, "movie_name": str}, keep_default_na=False)
     missing = [c for c in RT_COLUMNS if c not in frame.columns]
     if missing:
         raise _format_error(path, 1, "header", f"missing columns {missing}")
@@ -427,7 +429,7 @@ def read_snli_jsonl(path, *, min_annotations: int = 5, require_gold: bool = True
     """
     index = {c: i for i, c in enumerate(SNLI_CLASSES)}
     records, skipped = [], 0
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -455,13 +457,8 @@ def read_snli_jsonl(path, *, min_annotations: int = 5, require_gold: bool = True
     return records, skipped
 
 
-@register_text("snli", kind="real", description="SNLI 1.0 pairs with 5 annotator labels (dev/test + validated train)")
-def load_snli(data_dir=None, *, min_annotations: int = 5, require_gold: bool = True,
-              splits=("train", "val", "test")) -> TextDataset:
-    """SNLI: texts are (premise, hypothesis); annotations (n, 5) in file order (column 0 = the author's label).
-
-    The official dev file becomes the "val" split. SNLI has no worker ids, so the columns are label slots.
-    """
+def locate_snli(data_dir=None, splits=("train", "val", "test")) -> Path:
+    """The folder holding SNLI's jsonl files of ``splits``; DataNotFoundError naming where it looked if absent."""
     root = resolve_data_dir(data_dir)
     for s in splits:
         if s not in SNLI_FILES:
@@ -472,6 +469,17 @@ def load_snli(data_dir=None, *, min_annotations: int = 5, require_gold: bool = T
     if folder is None:
         raise missing_data_error("SNLI 1.0", [candidates[0] / n for n in need],
                                  f"Download {SNLI_URL} and extract it into {root} (it creates snli_1.0/).")
+    return folder
+
+
+@register_text("snli", kind="real", description="SNLI 1.0 pairs with 5 annotator labels (dev/test + validated train)")
+def load_snli(data_dir=None, *, min_annotations: int = 5, require_gold: bool = True,
+              splits=("train", "val", "test")) -> TextDataset:
+    """SNLI: texts are (premise, hypothesis); annotations (n, 5) in file order (column 0 = the author's label).
+
+    The official dev file becomes the "val" split. SNLI has no worker ids, so the columns are label slots.
+    """
+    folder = locate_snli(data_dir, splits)
     texts, labels, rows, split, ids, skipped = [], [], [], [], [], {}
     for s in splits:
         records, skipped[s] = read_snli_jsonl(folder / SNLI_FILES[s], min_annotations=min_annotations,
@@ -516,7 +524,7 @@ def read_conll_tags(path, tagset=ARK_TAGS) -> list[list[tuple[str, str]]]:
     """Tweets as lists of (token, tag) from a two-column CoNLL file (blank line between tweets)."""
     allowed = set(tagset)
     tweets, current = [], []
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for line_no, line in enumerate(f, 1):
             line = line.rstrip("\r\n")
             if not line.strip():
@@ -540,7 +548,7 @@ def read_crowd_tags(path, tokens: list[str]) -> np.ndarray:
     """Annotation matrix (n_tokens, n_slots) of universal-tag indices from a token-aligned crowd file."""
     index = {t: i for i, t in enumerate(UNIVERSAL_TAGS)}
     rows, position = [], 0
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for line_no, line in enumerate(f, 1):
             line = line.rstrip("\r\n")
             if not line.strip():
@@ -570,6 +578,25 @@ def read_crowd_tags(path, tokens: list[str]) -> np.ndarray:
     return out
 
 
+def locate_tweetnlp(data_dir=None, *, crowd: bool = False) -> Path:
+    """The folder holding the oct27 splits (and, with ``crowd``, the crowd file); DataNotFoundError if absent."""
+    root = resolve_data_dir(data_dir)
+    need = list(TWEETNLP_FILES.values())
+    candidates = [root / "tweetnlp", root / "twpos-data-v0.3" / "oct27.splits",
+                  root / "ark-tweet-nlp" / "data" / "twpos-data-v0.3" / "oct27.splits"]
+    folder = _first_dir(candidates, need)
+    if folder is None:
+        raise missing_data_error("TweetNLP oct27 splits", [candidates[0] / n for n in need],
+                                 f"Copy oct27.train, oct27.dev and oct27.test from {TWEETNLP_URL} "
+                                 f"into {candidates[0]}.")
+    if crowd and not (folder / TWEETNLP_CROWD_FILE).exists():
+        raise missing_data_error(
+            "Hovy et al. (2014) crowd tags", [folder / TWEETNLP_CROWD_FILE],
+            "Convert the crowd annotations (released by the Copenhagen group with Hovy, Plank & Soegaard, "
+            "ACL 2014) to the token-aligned format described in lnlfn/data.py and save them there.")
+    return folder
+
+
 @register_text("tweetnlp", kind="real",
                description="TweetNLP oct27 POS tokens (1,827 tweets) with optional Hovy et al. 2014 crowd tags")
 def load_tweetnlp(data_dir=None, *, tagset: str = "universal", crowd="auto", tag_map=None) -> TextDataset:
@@ -583,15 +610,7 @@ def load_tweetnlp(data_dir=None, *, tagset: str = "universal", crowd="auto", tag
         raise unknown_choice("tagset", tagset, ("universal", "ark"))
     if tagset == "ark" and crowd is True:
         raise ConfigError("crowd tags use the universal tagset; use tagset='universal' to load them")
-    root = resolve_data_dir(data_dir)
-    need = list(TWEETNLP_FILES.values())
-    candidates = [root / "tweetnlp", root / "twpos-data-v0.3" / "oct27.splits",
-                  root / "ark-tweet-nlp" / "data" / "twpos-data-v0.3" / "oct27.splits"]
-    folder = _first_dir(candidates, need)
-    if folder is None:
-        raise missing_data_error("TweetNLP oct27 splits", [candidates[0] / n for n in need],
-                                 f"Copy oct27.train, oct27.dev and oct27.test from {TWEETNLP_URL} "
-                                 f"into {candidates[0]}.")
+    folder = locate_tweetnlp(data_dir, crowd=crowd is True)
     tokens, tags, split, tweet, position, ids = [], [], [], [], [], []
     n_tweets = 0
     for s, file_name in TWEETNLP_FILES.items():
@@ -620,11 +639,6 @@ def load_tweetnlp(data_dir=None, *, tagset: str = "universal", crowd="auto", tag
     if tagset == "universal" and crowd is not False:
         if crowd_path.exists():
             annotations = read_crowd_tags(crowd_path, tokens)
-        elif crowd is True:
-            raise missing_data_error(
-                "Hovy et al. (2014) crowd tags", [crowd_path],
-                "Convert the crowd annotations (released by the Copenhagen group with Hovy, Plank & Soegaard, "
-                "ACL 2014) to the token-aligned format described in lnlfn/data.py and save them there.")
     return TextDataset(
         name="tweetnlp", texts=tokens, labels=np.array(labels, dtype=np.int64), classes=classes,
         annotations=annotations, split=np.array(split, dtype=str), ids=np.array(ids, dtype=str), source="real",
@@ -651,6 +665,17 @@ IMDB_NAME = re.compile(r"^(\d+)_(\d+)\.txt$")
 LNLFM_IMDB_TEST_OFFSET = 200000
 
 
+def locate_label_errors_file(key: str, data_dir=None) -> Path:
+    """``LABEL_ERRORS_FILES[key]`` in the cleanlab/label-errors clone under ``data_dir``; DataNotFoundError if absent."""
+    root = resolve_data_dir(data_dir)
+    folder = _label_errors_dir(root)
+    path = (folder or root / "label-errors") / LABEL_ERRORS_FILES[key]
+    if not path.is_file():
+        raise missing_data_error(f"cleanlab/label-errors' {Path(LABEL_ERRORS_FILES[key]).name}", [path],
+                                 f"Clone {LABEL_ERRORS_URL} into {root / 'label-errors'}.")
+    return path
+
+
 def _label_errors_dir(root: Path, explicit=None) -> Path | None:
     if explicit is not None:
         return Path(explicit).expanduser()
@@ -667,11 +692,7 @@ def read_cleanlab_mturk(path) -> pd.DataFrame:
     the item's ``mturk`` object (IMDB: given, guessed, neutral, off_topic; Amazon: positive, negative, neutral,
     off_topic).
     """
-    try:
-        with open(path, encoding="utf-8") as f:
-            items = json.load(f)
-    except json.JSONDecodeError as e:
-        raise _format_error(path, e.lineno, "json", f"not valid JSON ({e.msg})") from None
+    items = read_json(path)  # BOM-tolerant; LFS pointers, binary bytes and invalid JSON name the path
     if not isinstance(items, list):
         raise _format_error(path, 1, "json", "expected a list of items")
     rows = []
@@ -704,12 +725,23 @@ def _read_imdb_split(folder: Path, split: str):
                 raise _format_error(path, None, "file name", "expected '{id}_{rating}.txt'")
             entries.append((int(match.group(1)), int(match.group(2)), path))
         for number, rating, path in sorted(entries):
-            texts.append(path.read_text(encoding="utf-8"))
+            texts.append(read_text(path))
             labels.append(label)
             ids.append(f"{split}/{polarity}/{number}_{rating}")
             ratings.append(rating)
             numbers.append(number)
     return texts, labels, ids, ratings, numbers
+
+
+def locate_imdb(data_dir=None, splits=("train", "test")) -> Path:
+    """The ``aclImdb`` folder with the ``pos``/``neg`` folders of ``splits``; DataNotFoundError if absent."""
+    root = resolve_data_dir(data_dir)
+    candidates = [root / "aclImdb", root / "imdb" / "aclImdb", root / "imdb"]
+    folder = _first_dir(candidates, [f"{s}/{p}" for s in splits for p in ("neg", "pos")])
+    if folder is None:
+        raise missing_data_error("IMDB (aclImdb)", [candidates[0] / s / "pos" for s in splits],
+                                 f"Download {IMDB_URL} and extract it into {root} (it creates aclImdb/).")
+    return folder
 
 
 @register_text("imdb", kind="real", description="IMDB reviews (Maas et al. 2011), 25k train + 25k test, binary")
@@ -718,16 +750,13 @@ def load_imdb(data_dir=None, *, splits=("train", "test"), label_errors_dir=None)
 
     ``columns``: ``rating`` (stars from the file name), ``lnlfm_idx`` (the dcx/lnlfm CSV index of test reviews,
     200000 + 12500*[pos] + id; -1 for train) and, when a cleanlab/label-errors clone is found
-    (``<data_dir>/label-errors`` or ``label_errors_dir``), ``cl_index`` (the row in cleanlab's test arrays,
-    -1 elsewhere) and ``cl_pred_probs`` (n, 2) (NaN where absent). ``meta["cl_mturk"]`` is the cleanlab MTurk
-    table with a ``row`` column pointing into this dataset.
+    (``<data_dir>/label-errors`` or ``label_errors_dir``), ``cl_index`` (the first row in cleanlab's test arrays
+    naming the review, -1 elsewhere), ``cl_index_count`` and ``cl_pred_probs`` (n, 2) (NaN where absent: cleanlab's
+    index repeats some names and never names other reviews, ``CL_INDEX_NOTE``; the counts are in ``meta``).
+    ``meta["cl_mturk"]`` is the cleanlab MTurk table with a ``row`` column pointing into this dataset.
     """
     root = resolve_data_dir(data_dir)
-    candidates = [root / "aclImdb", root / "imdb" / "aclImdb", root / "imdb"]
-    folder = _first_dir(candidates, [f"{s}/{p}" for s in splits for p in ("neg", "pos")])
-    if folder is None:
-        raise missing_data_error("IMDB (aclImdb)", [candidates[0] / s / "pos" for s in splits],
-                                 f"Download {IMDB_URL} and extract it into {root} (it creates aclImdb/).")
+    folder = locate_imdb(data_dir, splits)
     texts, labels, ids, ratings, split, lnlfm_idx = [], [], [], [], [], []
     for s in splits:
         t, y, i, r, numbers = _read_imdb_split(folder, s)
@@ -744,44 +773,83 @@ def load_imdb(data_dir=None, *, splits=("train", "test"), label_errors_dir=None)
     meta = {"path": str(folder), "label_errors_dir": None}
     cl_dir = _label_errors_dir(root, label_errors_dir)
     if cl_dir is not None and "test" in splits:
-        columns.update(_imdb_cleanlab(cl_dir, ids, labels, meta))
+        columns.update(_imdb_cleanlab(cl_dir, ids, labels, meta, texts))
     return TextDataset(name="imdb", texts=texts, labels=labels, classes=IMDB_CLASSES, annotations=None,
                        split=np.array(split, dtype=str), ids=ids, source="real", columns=columns, meta=meta)
 
 
-def _imdb_cleanlab(cl_dir: Path, ids: np.ndarray, labels: np.ndarray, meta: dict) -> dict:
+#: Why some aclImdb test reviews have no cleanlab probabilities (``meta["cl_index_note"]``).
+CL_INDEX_NOTE = (
+    "cleanlab/label-errors' dataset_indexing/imdb_test_set_index_to_filename.json is the order in which its README "
+    "reads aclImdb/test into the rows of its IMDB arrays (cross-validated probabilities, original labels). Its "
+    "25,000 entries name only 24,799 distinct files: 193 names occur more than once, so the README's recipe reads "
+    "those reviews twice (or thrice) and 201 test reviews never. We keep the release's order: a review named more "
+    "than once takes the row of its first occurrence, and the reviews it never names have no probabilities (NaN). "
+    "The release does not say why names repeat; if its index was rebuilt by matching texts to files, reviews that "
+    "aclImdb holds twice (the same text in two files) would collapse onto one name, and cl_unnamed_same_text counts "
+    "the unnamed reviews for which that is so."
+)
+
+
+def _imdb_cleanlab(cl_dir: Path, ids: np.ndarray, labels: np.ndarray, meta: dict, texts=None) -> dict:
+    """Join cleanlab's IMDB test arrays to the aclImdb reviews ``ids`` (see ``CL_INDEX_NOTE``).
+
+    Row k of cleanlab's arrays is the review named by entry k of the index, as the release's README reads them.
+    Columns: ``cl_index`` (the first row naming the review, -1 if none), ``cl_index_count`` (how many rows name it)
+    and ``cl_pred_probs`` (that first row's probabilities; NaN where no row names the review). ``meta`` gets the
+    counts: ``cl_index_entries``, ``cl_distinct_names``, ``cl_repeated_names`` (names occurring more than once),
+    ``cl_repeated_rows`` (rows beyond each name's first), ``cl_reviews_without_probs`` (aclImdb test reviews no row
+    names), ``cl_repeat_max_prob_diff`` (largest difference between the probabilities of two rows that name the
+    same review), ``cl_unnamed_same_text`` (of the reviews never named, how many have exactly the text of a review
+    named more than once: aclImdb's test set holds some reviews twice, in two files, which would explain the
+    repeats if the index was rebuilt from the texts) and ``cl_index_note``.
+    """
     index_path = cl_dir / LABEL_ERRORS_FILES["imdb_index"]
     if not index_path.exists():
         raise missing_data_error("cleanlab/label-errors IMDB index", [index_path],
                                  f"Clone {LABEL_ERRORS_URL} there, or pass label_errors_dir=None.")
-    try:
-        order = json.loads(index_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise _format_error(index_path, e.lineno, "json", f"not valid JSON ({e.msg})") from None
+    order = read_json(index_path)
+    if not isinstance(order, list) or not all(isinstance(name, str) for name in order):
+        raise _format_error(index_path, None, "json", "expected a list of file names such as 'neg/9641_4.txt'")
     row_of = {k: i for i, k in enumerate(ids)}
-    cl_index = np.full(len(ids), -1)
     rows = np.empty(len(order), dtype=np.int64)
     for k, name in enumerate(order):
         key = "test/" + str(name).removesuffix(".txt")
         if key not in row_of:
             raise _format_error(index_path, None, f"[{k}]", f"{name!r} is not a review of aclImdb/test")
         rows[k] = row_of[key]
-        cl_index[rows[k]] = k
-    meta["label_errors_dir"] = str(cl_dir)
-    out = {"cl_index": cl_index}
+    named, first, counts = np.unique(rows, return_index=True, return_counts=True)
+    cl_index = np.full(len(ids), -1)
+    cl_index[named] = first
+    count = np.zeros(len(ids), dtype=np.int64)
+    count[named] = counts
+    n_test = sum(str(i).startswith("test/") for i in ids)
+    same_text = None
+    if texts is not None:
+        repeated_texts = {texts[i] for i in named[counts > 1]}
+        unnamed = [i for i in range(len(ids)) if count[i] == 0 and str(ids[i]).startswith("test/")]
+        same_text = sum(texts[i] in repeated_texts for i in unnamed)
+    meta.update(label_errors_dir=str(cl_dir), cl_index_entries=len(order), cl_distinct_names=len(named),
+                cl_repeated_names=int((counts > 1).sum()), cl_repeated_rows=int(len(order) - len(named)),
+                cl_reviews_without_probs=int(n_test - len(named)), cl_repeat_max_prob_diff=None,
+                cl_unnamed_same_text=same_text, cl_index_note=CL_INDEX_NOTE)
+    out = {"cl_index": cl_index, "cl_index_count": count}
     labels_path = cl_dir / LABEL_ERRORS_FILES["imdb_original_labels"]
     if labels_path.exists():
-        original = np.load(labels_path).astype(np.int64)
+        original = load_npy(labels_path, "IMDB original test labels").astype(np.int64)
         if len(original) != len(order) or not np.array_equal(original, labels[rows]):
             raise _format_error(labels_path, None, "labels", "do not match the aclImdb test labels in the "
                                 "order of imdb_test_set_index_to_filename.json")
     probs_path = cl_dir / LABEL_ERRORS_FILES["imdb_pred_probs"]
     if probs_path.exists():
-        probs = np.load(probs_path).astype(np.float64)
+        probs = load_npy(probs_path, "IMDB cross-validated probabilities").astype(np.float64)
         if probs.shape != (len(order), 2):
             raise _format_error(probs_path, None, "shape", f"expected ({len(order)}, 2), got {probs.shape}")
         full = np.full((len(ids), 2), np.nan)
-        full[rows] = probs
+        full[named] = probs[first]
+        repeated = np.flatnonzero(count[rows] > 1)  # every row of a repeated name, against its first row
+        meta["cl_repeat_max_prob_diff"] = (float(np.abs(probs[repeated] - full[rows[repeated]]).max())
+                                           if len(repeated) else None)
         out["cl_pred_probs"] = full
     mturk_path = cl_dir / LABEL_ERRORS_FILES["imdb_mturk"]
     if mturk_path.exists():
@@ -802,7 +870,7 @@ def read_amazon5core(path, *, limit: int | None = None, indices=None):
     """(line index, label, text) of ``__label__{1,3,5} text`` lines; ``indices`` (0-based) or ``limit`` select."""
     wanted = None if indices is None else set(int(i) for i in indices)
     out = []
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for i, line in enumerate(f):
             if limit is not None and i >= limit:
                 break
@@ -813,6 +881,19 @@ def read_amazon5core(path, *, limit: int | None = None, indices=None):
                 raise _format_error(path, i + 1, "label", f"expected __label__1/3/5, got {head[:20]!r}")
             out.append((i, AMAZON_STARS[head], text))
     return out
+
+
+def locate_amazon(data_dir=None, *, preprocessed: bool = False) -> Path:
+    """cleanlab's ``amazon5core.txt`` (or ``.preprocessed.txt``); DataNotFoundError naming where it looked if absent."""
+    root = resolve_data_dir(data_dir)
+    file_name = AMAZON_FILES[1] if preprocessed else AMAZON_FILES[0]
+    candidates = [root / "amazon5core", root / "amazon", root]
+    folder = _first_dir(candidates, [file_name])
+    if folder is None:
+        raise missing_data_error("Amazon 5-core reviews (cleanlab release)", [candidates[0] / file_name],
+                                 f"Download the amazon5core.tar.gz-part* files from {AMAZON_URL}, concatenate and "
+                                 f"extract them into {candidates[0]}.")
+    return folder / file_name
 
 
 @register_text("amazon", kind="real",
@@ -827,16 +908,10 @@ def load_amazon(data_dir=None, *, limit: int | None = None, indices=None, prepro
     which the train-on-train protocol needs. Text keeps the release's `` __newline__ `` markers.
     """
     root = resolve_data_dir(data_dir)
-    file_name = AMAZON_FILES[1] if preprocessed else AMAZON_FILES[0]
-    candidates = [root / "amazon5core", root / "amazon", root]
-    folder = _first_dir(candidates, [file_name])
-    if folder is None:
-        raise missing_data_error("Amazon 5-core reviews (cleanlab release)", [candidates[0] / file_name],
-                                 f"Download the amazon5core.tar.gz-part* files from {AMAZON_URL}, concatenate and "
-                                 f"extract them into {candidates[0]}.")
-    records = read_amazon5core(folder / file_name, limit=limit, indices=indices)
+    path = locate_amazon(data_dir, preprocessed=preprocessed)
+    records = read_amazon5core(path, limit=limit, indices=indices)
     line = np.array([r[0] for r in records], dtype=np.int64)
-    meta = {"path": str(folder / file_name), "label_errors_dir": None}
+    meta = {"path": str(path), "label_errors_dir": None}
     cl_dir = _label_errors_dir(root, label_errors_dir)
     if cl_dir is not None and (cl_dir / LABEL_ERRORS_FILES["amazon_mturk"]).exists():
         table = read_cleanlab_mturk(cl_dir / LABEL_ERRORS_FILES["amazon_mturk"])
@@ -887,14 +962,27 @@ class MTurkRelease:
 
 
 def _csv_rows(path):
-    """(line number, dict row) of a CSV file with a header; the line number is the row's last physical line."""
-    with open(path, encoding="utf-8", newline="") as f:
+    """(header, line number, dict row) of a CSV file with a header; the line number is the row's last physical line.
+
+    Read with ``shared.datasets.files.open_text``: a UTF-8 byte-order mark (the released ``*_cl_rerun.csv`` files
+    start with one) is dropped, and a git-LFS pointer, non-UTF-8 bytes or a malformed CSV raise a DataFormatError
+    naming the path.
+    """
+    with open_text(path, newline="") as f:
         reader = csv.reader(f)
         try:
             header = next(reader)
         except StopIteration:
             raise _format_error(path, 1, "header", "empty file") from None
-        for row in reader:
+        except csv.Error as e:
+            raise _format_error(path, reader.line_num, "csv", f"not a well-formed CSV ({e})") from None
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                raise _format_error(path, reader.line_num, "csv", f"not a well-formed CSV ({e})") from None
             if not row:
                 continue
             if len(row) != len(header):
@@ -977,8 +1065,8 @@ def read_lnlfm_cl_rerun(path, dataset: str) -> pd.DataFrame:
     return pd.DataFrame(records, columns=list(columns))
 
 
-def load_lnlfm_mturk(dataset: str, data_dir=None) -> MTurkRelease:
-    """The released MTurk results of the paper for ``dataset`` in {"imdb", "amazon"}."""
+def locate_lnlfm_mturk(dataset: str, data_dir=None) -> Path:
+    """The folder holding ``<dataset>_mturk_{main,cl_rerun}.csv``; DataNotFoundError naming where it looked."""
     if dataset not in MTURK_RESULTS:
         raise unknown_choice("MTurk dataset", dataset, MTURK_RESULTS)
     root = resolve_data_dir(data_dir)
@@ -989,5 +1077,12 @@ def load_lnlfm_mturk(dataset: str, data_dir=None) -> MTurkRelease:
         raise missing_data_error(f"LNLFN MTurk results ({dataset})", [candidates[0] / n for n in need],
                                  f"Clone {LNLFM_URL} into {root / 'lnlfm'} (the repository has no licence file; "
                                  "keep the CSVs out of version control).")
+    return folder
+
+
+def load_lnlfm_mturk(dataset: str, data_dir=None) -> MTurkRelease:
+    """The released MTurk results of the paper for ``dataset`` in {"imdb", "amazon"}."""
+    folder = locate_lnlfm_mturk(dataset, data_dir)
+    need = [f"{dataset}_mturk_main.csv", f"{dataset}_mturk_cl_rerun.csv"]
     main, methods = read_lnlfm_main(folder / need[0], dataset)
     return MTurkRelease(dataset, main, read_lnlfm_cl_rerun(folder / need[1], dataset), methods, str(folder))

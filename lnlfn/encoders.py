@@ -25,7 +25,8 @@ from typing import Sequence
 import numpy as np
 
 from shared.cache import ArtifactCache
-from shared.errors import ConfigError, DataNotFoundError, unknown_choice
+from shared.datasets.files import is_lfs_pointer
+from shared.errors import ConfigError, DataFormatError, DataNotFoundError, unknown_choice
 from shared.progress import progress
 
 # name -> (importable package that bundles the model, embedding dimension)
@@ -99,7 +100,27 @@ def model_dir(model: str = "all-minilm-l6-v2") -> Path:
             raise unknown_choice("sentence-encoder model (or an existing local folder)", model, MODELS)
     if not (path / "modules.json").exists() and not (path / "config.json").exists():
         raise DataNotFoundError(f"{path} holds no sentence-transformers model (no modules.json/config.json)")
-    return path
+    return check_model_files(path)
+
+
+def check_model_files(folder) -> Path:
+    """``folder`` as a Path; raises DataFormatError naming the files that are git-LFS pointers.
+
+    A Hugging Face model repository cloned without git-lfs holds ~130-byte text files ("version
+    https://git-lfs.github.com/spec/v1 ...") in place of its weights and tokenizer model; transformers then fails
+    with an unrelated-looking error deep inside the loader.
+    """
+    folder = Path(folder)
+    pointers = [p.relative_to(folder).as_posix() for p in sorted(folder.rglob("*"))
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+                and is_lfs_pointer(p)]
+    if pointers:
+        raise DataFormatError(
+            f"{folder}: {', '.join(pointers[:5])}{' ...' if len(pointers) > 5 else ''} "
+            f"{'is a git-LFS pointer' if len(pointers) == 1 else f'are {len(pointers)} git-LFS pointers'}, not the "
+            "model's files: the folder was cloned without git-lfs. Run `git lfs install && git lfs pull` in it "
+            "(or download the model with `huggingface-cli download <name> --local-dir <folder>`), then retry.")
+    return folder
 
 
 def _model_fingerprint(path: Path) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 
 from lnlfn.encoders import MODELS, embed, ngram_features
 from lnlfn.scoring import Detection, HeadConfig, SweepResult, random_heads, run_sweep, smoke_heads
-from shared.errors import ConfigError
+from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 
 BASELINE_HEADS = (HeadConfig("logreg", C=1.0), HeadConfig("logreg", C=10.0))
 
@@ -227,6 +227,117 @@ def detection_row(det: Detection, is_error, *, n_errors: int | None = None) -> d
             "n_flagged": len(order)}
 
 
+# ---------------------------------------------------------------------------------------------- optional inputs
+def skip_reason(error: Exception) -> str:
+    """Why an item is skipped: "absent: ..." (DataNotFoundError) or "unreadable: ..." (a DataFormatError, e.g. a
+    git-LFS pointer), followed by the loader's message (the paths looked at and the fix)."""
+    return f"{'absent' if isinstance(error, DataNotFoundError) else 'unreadable'}: {error}"
+
+
+def brief(reason: str) -> str:
+    """The first line of a skip reason, joined with the first path it names ("... not found. Looked for: <path>")."""
+    lines = [line for line in str(reason).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[1].startswith(" "):
+        return f"{lines[0]} {lines[1].strip()}"
+    return lines[0] if lines else str(reason)
+
+
+def benchmark_source(bench: str, options=None) -> tuple[str, dict]:
+    """The dataset a benchmark is built on and its loader's keyword arguments: ``options[dataset]`` (profiles.yaml
+    ``dataset_options``), plus ``crowd=True`` for human-originated noise on TweetNLP (drawn from the crowd tags)."""
+    from lnlfn.benchmarks import benchmark
+    from shared.noise.annotations import HUMAN_KINDS, canonical_kind
+
+    spec = benchmark(bench)
+    kwargs = dict((options or {}).get(spec.dataset, {}))
+    if spec.dataset == "tweetnlp" and any(canonical_kind(k) in HUMAN_KINDS for k in spec.mix):
+        kwargs.setdefault("crowd", True)
+    return spec.dataset, kwargs
+
+
+def load_benchmark_data(benchmarks, data_dir=None, *, options=None) -> tuple[dict, dict]:
+    """The datasets of ``benchmarks`` that can be read, and the benchmarks skipped for want of data.
+
+    Returns ``({dataset name: TextDataset}, {benchmark: reason})``. ``options`` maps a dataset to its loader's
+    keyword arguments (profiles.yaml ``dataset_options``). A benchmark with human-originated noise on TweetNLP
+    needs the crowd file too. A dataset that is absent (DataNotFoundError) or unreadable (DataFormatError) skips
+    its benchmarks with the reason (``skip_reason``); when no benchmark is left, a DataNotFoundError lists why.
+    """
+    from lnlfn.data import load_text_dataset
+
+    datasets, skipped, failed = {}, {}, {}
+    for bench in benchmarks:
+        dataset, kwargs = benchmark_source(bench, options)
+        key = (dataset, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+        if key in failed:
+            skipped[bench] = failed[key]
+            continue
+        if dataset not in datasets:
+            try:
+                datasets[dataset] = load_text_dataset(dataset, data_dir=data_dir, **kwargs)
+            except (DataNotFoundError, DataFormatError) as e:
+                failed[key] = skipped[bench] = skip_reason(e)
+    if not datasets:
+        raise DataNotFoundError("none of the benchmarks' data was found:\n\n"
+                                + "\n\n".join(f"{b}: {r}" for b, r in skipped.items()))
+    return datasets, skipped
+
+
+def available_models(models, data_dir=None) -> tuple[dict, dict]:
+    """The models of ``models`` ({name: info}, as profiles.yaml lists them) whose folders can be used, and the
+    skipped ones ({name: reason}: absent, or a clone without git-lfs). None usable raises a DataNotFoundError."""
+    from lnlfn.finetune import resolve_model_dir
+
+    usable, skipped = {}, {}
+    for name, info in dict(models).items():
+        try:
+            resolve_model_dir(name, data_dir=data_dir)
+        except (DataNotFoundError, DataFormatError) as e:
+            skipped[name] = skip_reason(e)
+            continue
+        usable[name] = info
+    if not usable:
+        raise DataNotFoundError("none of the models was found:\n\n" + "\n\n".join(f"{m}: {r}" for m, r in
+                                                                                  skipped.items()))
+    return usable, skipped
+
+
+def skipped_frame(skipped: dict, what: str = "benchmark"):
+    """The items skipped and why, as a table (empty when nothing was skipped)."""
+    import pandas as pd
+
+    return pd.DataFrame([{what: k, "skipped because": brief(r)} for k, r in skipped.items()],
+                        columns=[what, "skipped because"])
+
+
+def prefer(preferred: str, available) -> str:
+    """``preferred`` if it is among ``available`` (the benchmarks run), else the first of them."""
+    available = list(available)
+    if not available:
+        raise ConfigError("no benchmark was run")
+    return preferred if preferred in available else available[0]
+
+
+def claim_each(report, template: str, benchmarks, results: dict, skipped: dict) -> None:
+    """One claim per benchmark: ``template`` formatted with ``bench`` and ``paper`` (the dataset it stands in for).
+
+    ``results[bench]`` is ``(holds, detail)`` for the benchmarks run; a benchmark skipped for want of data is
+    recorded as "not run" with the reason, as is one that was neither run nor skipped.
+    """
+    from lnlfn.benchmarks import BENCHMARKS
+
+    for bench in benchmarks:
+        statement = template.format(bench=bench, paper=BENCHMARKS[bench].stands_in_for)
+        if bench in results:
+            holds, detail = results[bench]
+            report.claim(statement, holds=holds, detail=detail)
+        elif bench in skipped:
+            report.claim(statement, holds=None, detail=f"not run, data {brief(skipped[bench])}")
+        else:
+            report.claim(statement, holds=None, detail=f"not run: {bench} is not among the benchmarks run")
+
+
 __all__ = ["BASELINE_HEADS", "with_validation", "is_frozen", "scored_items", "test_items", "val_items", "sweep_configs", "make_configs", "features",
            "model_sweep", "task_of", "baseline_sweep", "selected_accuracy", "corrected_labels",
-           "true_rank", "precision_recall_f1", "detection_row"]
+           "true_rank", "precision_recall_f1", "detection_row", "skip_reason", "brief", "load_benchmark_data",
+           "available_models", "skipped_frame", "prefer", "claim_each", "benchmark_source"]

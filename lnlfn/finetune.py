@@ -138,14 +138,15 @@ def resolve_model_dir(model: str | os.PathLike, data_dir: str | os.PathLike | No
     ``model`` is a folder, the name ``"all-minilm-l6-v2"`` (the offline wheel, ``lnlfn.encoders.model_dir``), or
     a hub-style name such as ``"microsoft/deberta-v3-base"``, looked up as ``<data_dir>/models/<name>``
     (``data_dir``: ``shared.paths.data_dir``, i.e. ``$NOISY_DATA_DIR`` or ``<repo>/data``). Never downloads;
-    a missing model raises a DataNotFoundError naming the paths tried and how to fetch the model.
+    a missing model raises a DataNotFoundError naming the paths tried and how to fetch the model, and a folder
+    cloned without git-lfs (pointer files in place of the weights) a DataFormatError saying ``git lfs pull``.
     """
     if str(model) in encoders.MODELS:
         return encoders.model_dir(str(model))
     tried = [Path(model).expanduser(), resolve_data_dir(data_dir) / "models" / str(model)]
     for path in tried:
         if (path / "config.json").is_file():
-            return path
+            return encoders.check_model_files(path)  # git-LFS pointers in place of the weights: say so
     where = "\n  ".join(f"{p}{' (exists, but has no config.json)' if p.is_dir() else ''}" for p in tried)
     raise DataNotFoundError(
         f"pre-trained model {str(model)!r} not found; looked for a folder with config.json at:\n  {where}\n"

@@ -11,7 +11,8 @@ One writer per format, used by the unit tests (tiny hand-written files) and by t
 ``write_imdb_cleanlab``    cleanlab/label-errors' IMDB arrays under ``label-errors/``
 ``write_cleanlab_mturk``   ``label-errors/mturk/{dataset}_mturk.json``
 ``write_amazon``           ``amazon5core/amazon5core.txt`` (``__label__{1,3,5} text`` per line)
-``write_mturk``            ``lnlfm/mturk/{dataset}_mturk_{main,cl_rerun}.csv`` (dcx/lnlfm)
+``write_mturk``            ``lnlfm/mturk/{dataset}_mturk_{main,cl_rerun}.csv`` (dcx/lnlfm; the rerun file with
+                           the UTF-8 byte-order mark the released files carry)
 =========================  ==========================================================================
 """
 from __future__ import annotations
@@ -74,7 +75,10 @@ def write_imdb(root, reviews: Iterable[tuple[str, str, str, str]]) -> Path:
 
 def write_imdb_cleanlab(root, order: list[str], probs: np.ndarray, labels: np.ndarray) -> Path:
     """cleanlab/label-errors' IMDB test arrays: ``order`` (n,) "pos/{id}_{rating}.txt" names, ``probs`` (n, 2)
-    cross-validated probabilities (saved float16, as released) and ``labels`` (n,) original labels (uint16)."""
+    cross-validated probabilities (saved float16, as released) and ``labels`` (n,) original labels (uint16).
+
+    Row k of the arrays belongs to ``order[k]``. Names may repeat, as in the release (25,000 rows naming 24,799
+    distinct files); the aclImdb test reviews that ``order`` never names then have no row."""
     folder = Path(root) / "label-errors"
     paths = {k: folder / LABEL_ERRORS_FILES[k] for k in ("imdb_index", "imdb_pred_probs", "imdb_original_labels")}
     for path in paths.values():
@@ -102,12 +106,16 @@ def write_amazon(root, lines: Iterable[tuple[int, str]]) -> Path:
     return path
 
 
-def write_mturk(root, dataset: str, main: str, rerun: str) -> Path:
-    """The dcx/lnlfm CSV texts ``main`` and ``rerun`` as ``lnlfm/mturk/<dataset>_mturk_{main,cl_rerun}.csv``."""
+def write_mturk(root, dataset: str, main: str, rerun: str, *, bom: bool = True) -> Path:
+    """The dcx/lnlfm CSV texts ``main`` and ``rerun`` as ``lnlfm/mturk/<dataset>_mturk_{main,cl_rerun}.csv``.
+
+    The released ``*_cl_rerun.csv`` files start with a UTF-8 byte-order mark (``EF BB BF``, as spreadsheet exports
+    do); ``bom`` (default) writes the rerun file so, ``bom=False`` writes plain UTF-8.
+    """
     folder = Path(root) / "lnlfm" / "mturk"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{dataset}_mturk_main.csv").write_text(main, encoding="utf-8")
-    (folder / f"{dataset}_mturk_cl_rerun.csv").write_text(rerun, encoding="utf-8")
+    (folder / f"{dataset}_mturk_cl_rerun.csv").write_text(rerun, encoding="utf-8-sig" if bom else "utf-8")
     return folder
 
 

@@ -259,6 +259,38 @@ def protocol_kappa(old: pd.DataFrame, new: pd.DataFrame) -> dict:
     return {"old": fleiss_kappa(vote_counts(old)), "new": fleiss_kappa(vote_counts(new))}
 
 
+def kappa_difference_interval(old: pd.DataFrame, new: pd.DataFrame, n_boot: int, seed: int = 0) -> np.ndarray:
+    """95 % percentile-bootstrap interval (2,) of kappa(new) - kappa(old) over the items.
+
+    ``old`` and ``new`` hold the same items (``reanalyse``'s frames); with ``id`` columns ``new`` is aligned to
+    ``old``'s order by id (the cleanlab JSON and the rerun CSV list the items in different orders), else they are
+    taken row by row. Each resample draws items with replacement and keeps an item's old and new votes together;
+    resamples where a kappa is undefined (every vote in one answer, only in tiny samples) are left out.
+    """
+    if "id" in old.columns and "id" in new.columns:
+        ids_old, ids_new = old["id"].map(str), new["id"].map(str)
+        if len(old) != len(new) or set(ids_old) != set(ids_new) or ids_new.duplicated().any():
+            raise ConfigError("old and new must hold the same items (ids), once each")
+        new = new.set_index(ids_new).loc[ids_old.to_numpy()].reset_index(drop=True)
+    a, b = vote_counts(old), vote_counts(new)
+    if len(a) != len(b) or not len(a):
+        raise ConfigError(f"old and new must hold the same items, got {len(a)} and {len(b)}")
+    if n_boot < 1:
+        raise ConfigError(f"n_boot must be at least 1, got {n_boot}")
+    rng = np.random.default_rng(seed)
+
+    def difference(s):
+        try:
+            return fleiss_kappa(b[s]) - fleiss_kappa(a[s])
+        except ConfigError:  # a resample whose votes all fall in one answer: kappa is undefined (tiny samples)
+            return np.nan
+
+    draws = np.array([difference(rng.integers(0, len(a), len(a))) for _ in range(n_boot)])
+    if np.isnan(draws).all():
+        return np.array([np.nan, np.nan])
+    return np.nanpercentile(draws, [2.5, 97.5])
+
+
 # ---------------------------------------------------------------------------------------------- Tables 8 and 9
 def released_categories(main: pd.DataFrame, method: str, *, select: str = "sent") -> pd.Series:
     """The released verdicts of the items ``method`` sent (``select="sent"``) or flagged: a Series of
@@ -476,7 +508,7 @@ def panel_verdicts(annotations, labels, panel: Sequence[int], *, guessed=None) -
 
 def vader_panel_release(out_dir, *, idx, ids, labels, annotations, flagged: Mapping[str, np.ndarray],
                         pred: Mapping[str, np.ndarray], cl_method: str = "BL_CL", panels=PANELS,
-                        name: str = "vader") -> dict:
+                        name: str = "vader", bom: bool = True) -> dict:
     """Write an lnlfm-format MTurk release of the VADER analogue (Amazon's 3-class layout) into ``out_dir``.
 
     Args:
@@ -491,8 +523,9 @@ def vader_panel_release(out_dir, *, idx, ids, labels, annotations, flagged: Mapp
             second's for the new (main and rerun).
 
     Files: ``<name>_mturk_main.csv`` (one row per item; votes only where some method sent it; verdict per
-    sent method, any replacement label counting as Correctable), ``<name>_mturk_cl_rerun.csv`` and
-    ``mturk.json``. Returns their paths as {"main", "cl_rerun", "cleanlab"}.
+    sent method, any replacement label counting as Correctable), ``<name>_mturk_cl_rerun.csv`` (starting with a
+    UTF-8 byte-order mark when ``bom``, as the released ``*_cl_rerun.csv`` files do) and ``mturk.json``. Returns
+    their paths as {"main", "cl_rerun", "cleanlab"}.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -548,7 +581,7 @@ def vader_panel_release(out_dir, *, idx, ids, labels, annotations, flagged: Mapp
 
     title = [s.capitalize() for s in _OPTION_NAMES]
     rerun_path = out / f"{name}_mturk_cl_rerun.csv"
-    with open(rerun_path, "w", newline="", encoding="utf-8") as f:
+    with open(rerun_path, "w", newline="", encoding="utf-8-sig" if bom else "utf-8") as f:
         w = csv.writer(f)
         w.writerow(["id", "id_cl", "given_original_label", "mturk_positive", "mturk_negative", "mturk_neutral",
                     "mturk_off_topic"])
@@ -568,13 +601,10 @@ def vader_panel_release(out_dir, *, idx, ids, labels, annotations, flagged: Mapp
 
 
 # ---------------------------------------------------------------------------------------------- real files
-def load_cleanlab_mturk(dataset: str, data_dir=None, label_errors_dir=None) -> pd.DataFrame:
-    """cleanlab/label-errors ``mturk/<dataset>_mturk.json`` (the old protocol's votes) under ``data_dir``.
-
-    Looks in ``label_errors_dir`` or ``<data_dir>/label-errors`` (``<data_dir>/cleanlab-label-errors``);
-    raises a DataNotFoundError naming the paths and the fix when absent.
-    """
-    from lnlfn.data import LABEL_ERRORS_FILES, LABEL_ERRORS_URL, missing_data_error, read_cleanlab_mturk
+def locate_cleanlab_mturk(dataset: str, data_dir=None, label_errors_dir=None) -> Path:
+    """cleanlab/label-errors ``mturk/<dataset>_mturk.json`` in ``label_errors_dir`` or ``<data_dir>/label-errors``
+    (``<data_dir>/cleanlab-label-errors``); a DataNotFoundError naming the paths and the fix when absent."""
+    from lnlfn.data import LABEL_ERRORS_FILES, LABEL_ERRORS_URL, missing_data_error
     from shared.paths import data_dir as resolve_data_dir
 
     layout(dataset)
@@ -584,20 +614,44 @@ def load_cleanlab_mturk(dataset: str, data_dir=None, label_errors_dir=None) -> p
         [root / "label-errors", root / "cleanlab-label-errors"]
     for folder in folders:
         if (folder / relative).is_file():
-            return read_cleanlab_mturk(folder / relative)
+            return folder / relative
     raise missing_data_error(f"cleanlab's MTurk results ({dataset}, the old protocol)",
                              [f / relative for f in folders], f"Clone {LABEL_ERRORS_URL} into {folders[0]}.")
 
 
+def load_cleanlab_mturk(dataset: str, data_dir=None, label_errors_dir=None) -> pd.DataFrame:
+    """cleanlab/label-errors ``mturk/<dataset>_mturk.json`` (the old protocol's votes) under ``data_dir``."""
+    from lnlfn.data import read_cleanlab_mturk
+
+    return read_cleanlab_mturk(locate_cleanlab_mturk(dataset, data_dir, label_errors_dir))
 
 
-def imdb_cl_probs(data_dir=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+
+
+@dataclass(frozen=True)
+class CleanlabProbs:
+    """IMDB test reviews with cleanlab's cross-validated probabilities (see ``imdb_cl_probs``).
+
+    ``idx`` (n,) the dcx/lnlfm CSV index, ``labels`` (n,) the original labels, ``probs`` (n, 2); ``n_reviews``
+    the aclImdb test reviews, ``n_left_out`` those without probabilities, and ``note`` why (from the loader's meta).
+    """
+
+    idx: np.ndarray
+    labels: np.ndarray
+    probs: np.ndarray
+    n_reviews: int
+    n_left_out: int
+    note: str
+
+
+def imdb_cl_probs(data_dir=None) -> CleanlabProbs:
     """IMDB's test reviews with cleanlab's cross-validated probabilities (Fig. 5 in the full profile).
 
-    Returns ``(lnlfm_idx, labels, probs)`` for the 25,000 test reviews: the dcx/lnlfm CSV index, the original
-    label and cleanlab's ``imdb_test_set_pyx.npy`` row (a FastText model cross-validated by Northcutt et al.,
-    *not* the paper's DeBERTa). Needs ``aclImdb`` and a cleanlab/label-errors clone under ``data_dir``; raises
-    a DataNotFoundError naming what is missing.
+    The probabilities are cleanlab's ``imdb_test_set_pyx.npy`` (a FastText model cross-validated by Northcutt et
+    al., *not* the paper's DeBERTa), joined to aclImdb by cleanlab's index. That index names 24,799 distinct
+    files in its 25,000 rows, so about 201 test reviews have no probabilities: they are left out, and
+    ``n_left_out``/``note`` say how many and why (``lnlfn.data.CL_INDEX_NOTE``). Needs ``aclImdb`` and a
+    cleanlab/label-errors clone under ``data_dir``; raises a DataNotFoundError naming what is missing.
     """
     from lnlfn.data import LABEL_ERRORS_FILES, LABEL_ERRORS_URL, load_imdb, missing_data_error
     from shared.paths import data_dir as resolve_data_dir
@@ -609,16 +663,27 @@ def imdb_cl_probs(data_dir=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                                  [root / "label-errors" / LABEL_ERRORS_FILES["imdb_pred_probs"]],
                                  f"Clone {LABEL_ERRORS_URL} into {root / 'label-errors'}.")
     probs = ds.columns["cl_pred_probs"]
-    if np.isnan(probs).any():
-        raise DataFormatError(f"{int(np.isnan(probs).any(axis=1).sum())} IMDB test reviews have no cleanlab "
-                              "probabilities (imdb_test_set_index_to_filename.json does not cover them)")
-    return ds.columns["lnlfm_idx"].astype(np.int64), ds.labels, probs
+    keep = ~np.isnan(probs).any(axis=1)
+    if not keep.any():
+        raise DataFormatError(f"none of the {len(ds)} aclImdb test reviews is named by cleanlab's "
+                              "imdb_test_set_index_to_filename.json: is it the index of another aclImdb copy?")
+    left_out = int((~keep).sum())
+    meta = ds.meta
+    note = (f"{left_out} of {len(ds)} aclImdb test reviews have no cleanlab probabilities and are left out: cleanlab's "
+            f"index has {meta.get('cl_index_entries')} entries but names {meta.get('cl_distinct_names')} distinct "
+            f"files ({meta.get('cl_repeated_names')} names repeated), so its README's recipe reads some reviews twice "
+            f"and never reads these ({meta.get('cl_unnamed_same_text')} of them have exactly the text of a review "
+            "named more than once)." if left_out else
+            f"all {len(ds)} aclImdb test reviews have cleanlab probabilities")
+    return CleanlabProbs(ds.columns["lnlfm_idx"][keep].astype(np.int64), ds.labels[keep], probs[keep], len(ds),
+                         left_out, note)
 
 
 __all__ = [
     "SHORT", "TOTAL", "Layout", "LAYOUTS", "TABLE8_METHODS", "TABLE9_METHODS", "RESULT_CATEGORIES",
     "FIXTURE_RESULTS", "layout", "label_index", "vote_counts", "old_protocol", "new_protocol", "table2",
-    "protocol_kappa", "released_categories", "category_counts", "counts_at_k", "sent_jaccard", "Reanalysis",
+    "protocol_kappa", "kappa_difference_interval", "released_categories", "category_counts", "counts_at_k",
+    "sent_jaccard", "Reanalysis",
     "reanalyse", "flipped_labels", "loss_groups", "verdicts_by_item", "PANELS", "panel_counts", "panel_verdicts",
-    "vader_panel_release", "load_cleanlab_mturk", "imdb_cl_probs",
+    "vader_panel_release", "load_cleanlab_mturk", "CleanlabProbs", "imdb_cl_probs",
 ]

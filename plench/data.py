@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from shared.datasets.files import check_not_lfs_pointer
 from shared.errors import ConfigError, DataFormatError, unknown_choice
 from shared.noise.partial import (
     aggregate_union, aggregate_vaguest, average_size, crowd_candidates, fps_candidates, pll_noise_rate,
@@ -204,13 +205,13 @@ def read_palm_mat(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     sparse or dense; the label matrices are transposed and densified, as PLENCH does.
     """
     import scipy.io
-    from scipy.io.matlab import MatReadError
 
-    path = Path(path)
+    path = check_not_lfs_pointer(path)
     try:
         mat = scipy.io.loadmat(path)
-    except (MatReadError, ValueError, TypeError, OSError, NotImplementedError, EOFError) as e:
-        raise DataFormatError(f"{path} is not a MATLAB .mat file scipy can read (re-save v7.3 files as v7): {e}") from e
+    except Exception as e:  # noqa: BLE001  scipy's reader fails on damaged bytes in many ways (IndexError, zlib.error, ...)
+        raise DataFormatError(f"{path} is not a MATLAB .mat file scipy can read ({type(e).__name__}: {e}); it may be "
+                              "truncated or damaged (download it again), or a v7.3 file (re-save it as v7)") from e
     for key in PALM_KEYS:
         if key not in mat:
             found = sorted(k for k in mat if not k.startswith("__"))
@@ -230,7 +231,8 @@ def read_palm_mat(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X, S.astype(np.uint8), target.argmax(axis=1).astype(np.int64)
 
 
-def _load_palm(name: str, data_dir, modality: str) -> PLLDataset:
+def locate_palm(name: str, data_dir=None) -> Path:
+    """The PALM ``.mat`` file of ``name`` (``find_palm_file``); DataNotFoundError naming where it looked if absent."""
     from shared.datasets.real import missing_data_error
 
     path = find_palm_file(name, data_dir)
@@ -240,6 +242,11 @@ def _load_palm(name: str, data_dir, modality: str) -> PLLDataset:
             f"The PALM partial-label dataset {name}", [root / f"{name}.mat", root / "plench" / f"{name}.mat"],
             f"Download {name}.mat from {PALM_URL} (any spelling of the name works, e.g. 'Soccer Player.mat'); "
             f"{LICENCE_NOTE}.")
+    return path
+
+
+def _load_palm(name: str, data_dir, modality: str) -> PLLDataset:
+    path = locate_palm(name, data_dir)
     X, S, y = read_palm_mat(path)
     q = S.shape[1]
     meta = {"source": str(path), "licence": LICENCE_NOTE}
@@ -273,12 +280,15 @@ def read_plcifar10_annotations(path, n: int, q: int = 10) -> np.ndarray:
     Absent annotators are all-zero rows. A label repeated within one annotator's list counts once (PLENCH's
     Vaguest compares list lengths, which differs only for such lists).
     """
-    path = Path(path)
+    path = check_not_lfs_pointer(path)
     try:
         with open(path, "rb") as f:
             annotations = _AnnotationUnpickler(f).load()
-    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError) as e:
-        raise DataFormatError(f"{path} is not a readable pickle: {e}") from e
+    except DataFormatError as e:  # a refused class
+        raise DataFormatError(f"{path}: {e}") from None
+    except Exception as e:  # noqa: BLE001  damaged pickles fail in many ways (UnpicklingError, EOFError, KeyError, ...)
+        raise DataFormatError(f"{path} is not a readable pickle ({type(e).__name__}: {e}); it may be truncated or "
+                              f"damaged: download plcifar10.pkl again from {PLCIFAR10_URL}") from e
     layout = "a dict image index (int) -> list of per-annotator lists of int labels"
     if not isinstance(annotations, dict):
         raise DataFormatError(f"{path} must hold {layout}, got {type(annotations).__name__}")
@@ -304,8 +314,9 @@ def read_plcifar10_annotations(path, n: int, q: int = 10) -> np.ndarray:
     return sets
 
 
-def _load_plcifar10(version: str, data_dir, modality: str) -> PLLDataset:
-    from shared.datasets.real import CIFAR10_CLASSES, load_cifar10, missing_data_error
+def locate_plcifar10(data_dir=None) -> Path:
+    """``plcifar10.pkl`` under ``data_dir`` (or its ``plcifar10/``); DataNotFoundError naming where it looked."""
+    from shared.datasets.real import missing_data_error
 
     root = resolve_data_dir(data_dir)
     candidates = [root / "plcifar10" / "plcifar10.pkl", root / "plcifar10.pkl"]
@@ -314,6 +325,14 @@ def _load_plcifar10(version: str, data_dir, modality: str) -> PLLDataset:
         raise missing_data_error("The PLCIFAR10 annotations", candidates,
                                  f"Download plcifar10.pkl from {PLCIFAR10_URL} (the CIFAR-10 images come separately); "
                                  f"{LICENCE_NOTE}.")
+    return path
+
+
+def _load_plcifar10(version: str, data_dir, modality: str) -> PLLDataset:
+    from shared.datasets.real import CIFAR10_CLASSES, load_cifar10
+
+    path = locate_plcifar10(data_dir)
+    check_not_lfs_pointer(path)  # before CIFAR-10, so that a pointer is reported even when the images are missing too
     cifar = load_cifar10(data_dir=data_dir)
     sets = read_plcifar10_annotations(path, len(cifar.train))
     S = aggregate_union(sets) if version == "Aggregate" else aggregate_vaguest(sets)
@@ -356,6 +375,27 @@ def load_pll_dataset(name: str, data_dir=None, modality: str | None = None) -> P
     if modality != spec.modality and (modality == "tabular" or spec.image_size is None):
         raise ConfigError(f"{name} has no {modality} form; load it with modality={spec.modality!r}")
     return spec.loader(data_dir, modality)
+
+
+def load_available(names, data_dir=None, modality: str | None = None) -> tuple[dict[str, PLLDataset], dict[str, str]]:
+    """The datasets ``names`` whose files are present, and for the others why they were skipped.
+
+    A real dataset whose files are absent (``DataNotFoundError``) is skipped with the reason, so that a notebook
+    shows what the user has: e.g. Table 5 for the PALM files without PLCIFAR10. A file that is present but
+    damaged still raises. If none of ``names`` can be loaded, the first missing dataset's error is raised.
+    """
+    from shared.errors import DataNotFoundError
+
+    loaded, skipped, errors = {}, {}, []
+    for name in names:
+        try:
+            loaded[name] = load_pll_dataset(name, data_dir=data_dir, modality=modality)
+        except DataNotFoundError as e:
+            errors.append(e)
+            skipped[name] = "data not found: " + str(e).splitlines()[0].removesuffix(" Looked for:")
+    if errors and not loaded:
+        raise errors[0]
+    return loaded, skipped
 
 
 def list_pll_datasets():

@@ -40,7 +40,7 @@ from torch import nn
 
 from plench.algorithms import ALGORITHMS, Algorithm, Batch, make_algorithm
 from plench.algorithms.base import LossAlgorithm
-from plench.data import PLLDataset, load_pll_dataset, plench_split
+from plench.data import PLLDataset, load_pll_dataset, plench_split, pll_dataset_spec
 from plench.hparams import hparams_for
 from plench.selection import approximated_accuracy, covering_rate, oracle_accuracy
 from shared import sweep as runs
@@ -429,24 +429,28 @@ def train_runs_batched(dataset: PLLDataset, algorithm: str, configs: Sequence[tu
 
 
 def measure_batched_speedup(dataset: PLLDataset, algorithm: str, configs: Sequence[tuple[int, int]], *, steps: int,
-                            checkpoint_freq: int, device="cpu", compat: bool = True) -> dict[str, float]:
+                            checkpoint_freq: int, device="cpu", compat: bool = True,
+                            hparams_overrides: dict | None = None) -> dict[str, float]:
     """Wall-clock seconds of ``configs`` trained one by one (``train_run``) and batched (``train_runs_batched``),
     in this process, one after the other, with the same MLP runs; ``speedup`` = one_by_one_s / batched_s.
     Both paths first run two steps untimed, so one-time start-up costs count for neither."""
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        (h, t), warm = configs[0], {"steps": 2, "checkpoint_freq": 1, "device": device, "compat": compat}
+        (h, t), warm = configs[0], {"steps": 2, "checkpoint_freq": 1, "device": device, "compat": compat,
+                                    "hparams_overrides": hparams_overrides}
         train_run(dataset, algorithm, arch="mlp", hparams_seed=h, trial_seed=t, out_dir=tmp / "warm", **warm)
         pair = configs[:2]
         train_runs_batched(dataset, algorithm, pair, out_dirs=[tmp / f"warm{i}" for i in range(len(pair))], **warm)
         start = time.perf_counter()
         for i, (h, t) in enumerate(configs):
             train_run(dataset, algorithm, arch="mlp", hparams_seed=h, trial_seed=t, steps=steps,
-                      checkpoint_freq=checkpoint_freq, out_dir=tmp / f"single{i}", device=device, compat=compat)
+                      checkpoint_freq=checkpoint_freq, out_dir=tmp / f"single{i}", device=device, compat=compat,
+                      hparams_overrides=hparams_overrides)
         one_by_one = time.perf_counter() - start
         start = time.perf_counter()
         train_runs_batched(dataset, algorithm, configs, steps=steps, checkpoint_freq=checkpoint_freq,
-                           out_dirs=[tmp / f"batched{i}" for i in range(len(configs))], device=device, compat=compat)
+                           out_dirs=[tmp / f"batched{i}" for i in range(len(configs))], device=device, compat=compat,
+                           hparams_overrides=hparams_overrides)
         batched = time.perf_counter() - start
     return {"runs": len(configs), "steps": steps, "one_by_one_s": one_by_one, "batched_s": batched,
             "speedup": one_by_one / batched, "threads": torch.get_num_threads(), "device": str(as_device(device))}
@@ -484,42 +488,193 @@ class _SweepWorker:
                                out_dirs=dirs, **common)
 
 
+# Where ``sweep(batched="auto")`` trains configurations together (see ``batching_pays``).
+BATCHED_AUTO_MAX_WORK = 10_000  # batch size x (input features + classes) of one member's step
+BATCHED_CHOICES = (False, True, "auto")
+
+
+def batching_pays(batch_size: int, batched: bool | str, width: int | None = None) -> bool:
+    """Whether ``sweep`` trains MLP runs with this batch size on data of this ``width`` (input features +
+    classes, ``data_width``) in stacked groups: never with ``batched=False``, always with ``True``, and with
+    ``"auto"`` only when a member's step is small, ``batch_size * width <= BATCHED_AUTO_MAX_WORK`` (10,000).
+
+    Stacking saves each member's per-step overhead (Python, op dispatch, its own Adam call) but none of its
+    arithmetic, and the stacked products and Adam update run slower per element than separate ones once the
+    step is large: wide tables lose at every batch size. Speed-up (one by one / batched) measured with
+    ``measure_batched_speedup`` on this project's 2-core CPU machines (one torch thread, 8 configurations x 200
+    steps, one by one then batched in one process; PRODEN, CC and, on the first two, LWS; ranges over 4-14
+    measurements, some while other jobs loaded the machine; tables of 2,000 rows shaped like the PALM files):
+
+    ======================  =====  =========  =========  =========  =========
+    data                    width  batch 32   batch 64   batch 128  batch 256
+    ======================  =====  =========  =========  =========  =========
+    PLDigits (G = 2 to 16)     74  1.13-2.09  1.18-1.86  1.18-1.53  0.93-1.55
+    Birdsong-shaped            51  1.93-2.06  1.72-1.89  1.15-1.62
+    MSRCv2-shaped              71  1.77-1.89  1.56-1.77  1.25-1.56
+    Lost-shaped               124  0.92-1.63  1.16-1.55  0.97-1.79  0.70-1.18
+    synthetic-manyclass       140  1.23-1.54  0.74-1.50  0.88-1.72  0.51-1.10
+    English-shaped            345  0.80-1.04  0.93-1.07  0.85-1.03
+    Malagasy-shaped           428  0.87-1.00  0.83-0.97  0.78-0.95
+    Soccer Player-shaped      450  0.71-0.83  0.49-0.83  0.58-1.02  0.39-0.83
+    Mirflickr-shaped         1550  0.24-0.54  0.37-0.49  0.38-0.82  0.54-1.21
+    ======================  =====  =========  =========  =========  =========
+
+    The rule batches the cells that paid in every clean measurement (the narrow tables up to batch size 128,
+    Lost and synthetic-manyclass up to 64) and none of the wide ones; of the nine PALM tables, Lost, MSRCv2 and
+    Birdsong are batched, Mirflickr, Malagasy, Soccer Player, Italian, Yahoo! News and English are not. On a
+    GPU nothing has been measured: pass ``batched=True`` there to batch every group.
+    """
+    if batched not in BATCHED_CHOICES:
+        raise unknown_choice("batched", batched, BATCHED_CHOICES)
+    if batched is True or batched is False:
+        return bool(batched)
+    if width is None:
+        raise ConfigError("batched='auto' needs the data's width (input features + classes) to decide")
+    return int(batch_size) * int(width) <= BATCHED_AUTO_MAX_WORK
+
+
+def data_width(dataset: PLLDataset) -> int:
+    """Input features plus classes: with the batch size, how much arithmetic one MLP step of ``dataset`` takes."""
+    return int(np.prod(np.asarray(dataset.X).shape[1:])) + dataset.num_classes
+
+
+def sweep_tasks(todo: Sequence[tuple[dict, object]], *, batched: bool | str = False, max_group: int = 16,
+                widths: Mapping[str, int] | None = None) -> list[list[tuple[dict, str]]]:
+    """The runs ``todo`` = [(run_args, run_dir), ...] as tasks: a task of several runs is trained together
+    (``train_runs_batched``), a task of one run alone. Runs share a task when ``batching_pays`` for their batch
+    size and dataset width (``widths``: dataset name -> ``data_width``, needed with "auto", which batches MLPs
+    only) and they have the same dataset, algorithm, steps and batch size (at most ``max_group`` per task)."""
+    if batched not in BATCHED_CHOICES:
+        raise unknown_choice("batched", batched, BATCHED_CHOICES)
+    groups: dict[tuple, list[tuple[dict, str]]] = defaultdict(list)
+    for args, run_dir in todo:
+        key: tuple = (str(run_dir),)  # one run per task unless batched
+        if batched is True or (batched == "auto" and args["arch"] == "mlp"):
+            hp = hparams_for(args["algorithm"], args["arch"], hparams_seed=args["hparams_seed"],
+                             trial_seed=args["trial_seed"], dataset=args["dataset"], compat=args["compat"])
+            batch_size = int((args.get("hparams_overrides") or {}).get("batch_size", hp["batch_size"]))
+            if batching_pays(batch_size, batched, (widths or {}).get(args["dataset"])):
+                key = (args["dataset"], args["algorithm"], args["steps"], batch_size)
+        groups[key].append((args, str(run_dir)))
+    return [group[i:i + max_group] for group in groups.values() for i in range(0, len(group), max_group)]
+
+
+def sweep_args(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_hparams: int, n_trials: int,
+               arch: str, checkpoint_freq: int, steps: int | None = None, compat: bool = True,
+               hparams_overrides: dict | None = None) -> list[dict]:
+    """The ``run_args`` of every run ``sweep`` defines with these settings, in its order: trial seeds
+    0..n_trials-1 x datasets x algorithms x hparams seeds 0..n_hparams-1. A dataset given by name takes its
+    registry ``steps`` when ``steps`` is None (no data is loaded)."""
+    def own_steps(d):
+        return d.steps if isinstance(d, PLLDataset) else pll_dataset_spec(d).steps
+
+    names = [d.name if isinstance(d, PLLDataset) else d for d in datasets]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"dataset names must be unique (they name the runs): {names}")
+    return [run_args(name, a, arch=arch, hparams_seed=h, trial_seed=t, steps=steps or own_steps(d),
+                     checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides)
+            for t in range(n_trials) for name, d in zip(names, datasets) for a in algorithms for h in range(n_hparams)]
+
+
 def sweep(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_hparams: int, n_trials: int, arch: str,
           checkpoint_freq: int, out_dir, steps: int | None = None, jobs: int = 1, device: str = "cpu",
-          compat: bool = True, hparams_overrides: dict | None = None, batched: bool = False, max_group: int = 16,
-          data_dir=None, eval_batch_size: int = EVAL_BATCH_SIZE) -> dict[str, int]:
+          compat: bool = True, hparams_overrides: dict | None = None, batched: bool | str = False,
+          max_group: int = 16, data_dir=None, eval_batch_size: int = EVAL_BATCH_SIZE) -> dict[str, int]:
     """PLENCH's sweep: every (trial_seed < n_trials, dataset, algorithm, hparams_seed < n_hparams) run, resumably.
 
     ``datasets`` are PLLDatasets or names for ``load_pll_dataset(name, data_dir)``; ``steps=None`` uses each
     dataset's own ``steps``. Runs already ``done`` under ``out_dir`` are skipped and incomplete ones re-run.
-    ``jobs`` processes (one torch thread each) share the work. With ``batched``, the MLP runs of one dataset,
-    algorithm and batch size are trained together (``train_runs_batched``), at most ``max_group`` at a time.
-    Returns counts ``{"total", "skipped", "restarted", "ran"}``.
+    ``jobs`` processes (one torch thread each) share the work. ``batched`` (see ``sweep_tasks``): False trains
+    run by run; True trains the MLP runs of one dataset, algorithm and batch size together
+    (``train_runs_batched``), at most ``max_group`` at a time; "auto" does so only where it was measured to pay
+    on a CPU (``batching_pays``: small batches of narrow tables). ``sweep_args`` lists the runs and
+    ``select_runs`` picks their records. Returns counts ``{"total", "skipped", "restarted", "ran"}``.
     """
-    if batched and arch != "mlp":
+    if batched not in BATCHED_CHOICES:
+        raise unknown_choice("batched", batched, BATCHED_CHOICES)
+    if batched is True and arch != "mlp":
         raise ConfigError(f"batched=True trains stacked MLPs only (arch='mlp'), got arch={arch!r}; "
-                          "use batched=False")
+                          "use batched=False (or 'auto', which batches only MLPs)")
     loaded = [load_pll_dataset(d, data_dir) if isinstance(d, str) else d for d in datasets]
     by_name = {d.name: d for d in loaded}
-    if len(by_name) != len(loaded):
-        raise ConfigError(f"dataset names must be unique (they name the runs): {[d.name for d in loaded]}")
     worker = _SweepWorker(by_name, algorithms, device, eval_batch_size)
-    args_list = [run_args(d.name, a, arch=arch, hparams_seed=h, trial_seed=t, steps=steps or d.steps,
-                          checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides)
-                 for t in range(n_trials) for d in loaded for a in algorithms for h in range(n_hparams)]
+    args_list = sweep_args(loaded, algorithms, n_hparams=n_hparams, n_trials=n_trials, arch=arch,
+                           checkpoint_freq=checkpoint_freq, steps=steps, compat=compat,
+                           hparams_overrides=hparams_overrides)
     todo, counts = runs.pending(args_list, out_dir)
-    groups: dict[tuple, list[tuple[dict, str]]] = defaultdict(list)
-    for args, run_dir in todo:
-        key: tuple = (run_dir.name,)  # one run per task unless batched
-        if batched:
-            hp = hparams_for(args["algorithm"], arch, hparams_seed=args["hparams_seed"],
-                             trial_seed=args["trial_seed"], dataset=args["dataset"], compat=compat)
-            batch_size = (hparams_overrides or {}).get("batch_size", hp["batch_size"])
-            key = (args["dataset"], args["algorithm"], args["steps"], int(batch_size))
-        groups[key].append((args, str(run_dir)))
-    tasks = [group[i:i + max_group] for group in groups.values() for i in range(0, len(group), max_group)]
+    tasks = sweep_tasks(todo, batched=batched, max_group=max_group, widths={d.name: data_width(d) for d in loaded})
     runs.map_jobs(worker, tasks, jobs=jobs, desc="plench sweep")
     return counts
+
+
+def select_runs(records: pd.DataFrame, expected: Sequence[dict]) -> pd.DataFrame:
+    """The records of exactly the runs ``expected`` (``run_args`` dicts, e.g. from ``sweep_args``), nothing else.
+
+    A sweep folder keeps every run it ever held: a larger earlier sweep, other steps, other overrides. Tables
+    must show the runs the current settings define, each trial seed with the same configurations, so runs are
+    matched by identity: a run's folder name is the hash of its arguments (``shared.sweep.run_dir_for``).
+    Raises ConfigError naming the runs the settings define that have no finished records (run the sweep).
+    """
+    wanted = {runs.args_hash(args): args for args in expected}
+    if "run" not in records.columns:
+        raise ConfigError("select_runs needs the records' 'run' column (the run folder names); use collect()")
+    chosen = records[records["run"].isin(list(wanted))]
+    found = set(chosen["run"])
+    missing = [args for key, args in wanted.items() if key not in found]
+    if missing:
+        shown = "; ".join(", ".join(f"{k}={args[k]}" for k in ("dataset", "algorithm", "hparams_seed", "trial_seed",
+                                                                "steps", "compat") if k in args) for args in missing[:3])
+        raise ConfigError(f"{len(missing)} of the {len(wanted)} runs these settings define have no finished records "
+                          f"(e.g. {shown}); run the sweep with the same settings first")
+    return chosen.reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The settings of one ``sweep`` call: the runs it defines (``run_args``) and how they are trained."""
+
+    algorithms: tuple[str, ...]
+    n_hparams: int
+    n_trials: int
+    arch: str
+    checkpoint_freq: int
+    steps: int | None = None  # None: each dataset's own
+    compat: bool = True
+    hparams_overrides: dict | None = None
+    batched: bool | str = False
+
+    def run_args(self, datasets: Sequence[PLLDataset | str]) -> list[dict]:
+        return sweep_args(datasets, self.algorithms, n_hparams=self.n_hparams, n_trials=self.n_trials, arch=self.arch,
+                          checkpoint_freq=self.checkpoint_freq, steps=self.steps, compat=self.compat,
+                          hparams_overrides=self.hparams_overrides)
+
+
+def sweep_grids(grids: Sequence[Grid], datasets: Sequence[PLLDataset], *, out_dir, device: str = "cpu", jobs: int = 1,
+                data_dir=None) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Run every grid's ``sweep`` under ``out_dir`` (resumably), then return the records of exactly the runs the
+    grids define (``select_runs``: not the other runs the folder may hold) and the summed sweep counts.
+    Several grids share one progress bar."""
+    import os
+    from unittest import mock
+
+    from shared.progress import progress
+
+    grids = [g for g in grids if g.algorithms]
+    counts = {"total": 0, "skipped": 0, "restarted": 0, "ran": 0}
+    bar = progress(total=len(grids), desc="plench sweeps") if len(grids) > 1 else None
+    with mock.patch.dict(os.environ, {"NOISY_PROGRESS": "0"} if bar is not None else {}):
+        for grid in grids:
+            done = sweep(datasets, list(grid.algorithms), n_hparams=grid.n_hparams, n_trials=grid.n_trials,
+                         arch=grid.arch, checkpoint_freq=grid.checkpoint_freq, out_dir=out_dir, steps=grid.steps,
+                         jobs=jobs, device=device, compat=grid.compat, hparams_overrides=grid.hparams_overrides,
+                         batched=grid.batched, data_dir=data_dir)
+            counts = {k: counts[k] + done[k] for k in counts}
+            if bar is not None:
+                bar.update()
+    if bar is not None:
+        bar.close()
+    expected = [args for grid in grids for args in grid.run_args(datasets)]
+    return select_runs(collect(out_dir), expected), counts
 
 
 def collect(out_dir, *, done_only: bool = True) -> pd.DataFrame:

@@ -2,7 +2,8 @@
 step costs (Fig. 4), the "validation data added to training" arm of Figure 1(a,b), and a protocol run that hands
 back its trained model.
 
-    beside = tabular_paper_rows(results, "full")                   # Tables 7, 9-16: reported("plench", "results") keys
+    beside = tabular_paper_rows(results)                           # Tables 7, 9-16: reported("plench", "results") keys
+    beside = image_paper_rows(results)                             # Tables 1-4
 
     costs = step_costs(collect(records_dir))                       # Fig. 4: time per step, peak memory
     moved = validation_as_training(ds, trial_seed=0)               # Fig. 1: validation rows trained on, |S| = 1
@@ -12,16 +13,21 @@ back its trained model.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import torch
 
-from plench.algorithms import Algorithm, make_algorithm
-from plench.data import PALM_STEPS, PAPER_NAMES, PLLDataset, plench_split
+from plench.algorithms import TABLE6_ORDER, Algorithm, display_name, make_algorithm
+from plench.data import PALM_STEPS, PAPER_NAMES, PLLDataset, plench_split, pll_dataset_spec, table5_row
 from plench.hparams import hparams_for
-from plench.protocol import CyclicLoader, as_device, make_batch, run_args, run_data, train_run
+from plench.protocol import (
+    Grid, CyclicLoader, as_device, collect, make_batch, measure_batched_speedup, run_args, run_data, select_runs,
+    sweep_grids, train_run, batching_pays, data_width,
+)
+from plench.selection import CRITERIA, results_table
 from shared import sweep as runs
 from shared.errors import ConfigError
 from shared.seeding import seed_everything
@@ -32,28 +38,231 @@ COST_KEYS = ("dataset", "arch", "algorithm", "compat")
 TABULAR_COUNTERPARTS = {"PLDigits-Aggregate": ("PLCIFAR10-Aggregate", "ResNet"),
                         "PLDigits-Vaguest": ("PLCIFAR10-Vaguest", "ResNet"),
                         "digits-USS": ("Lost", "MLP")} | {name: (PAPER_NAMES[name], "MLP") for name in PALM_STEPS}
+# The paper's network for each of ours (the digits CNN stands in for the ResNet of Tables 1-2).
+IMAGE_NETWORKS = {"resnet32": "ResNet", "densenet_bc": "DenseNet", "digits_cnn": "ResNet"}
+ARCH_NAMES = {"mlp": "MLP", "digits_cnn": "digits CNN", "resnet32": "ResNet-32", "densenet_bc": "DenseNet-BC-22"}
 PAPER_ROW_COLUMNS = ("dataset", "network", "algorithm", "criterion", "metric", "value", "ours_on")
+# What the paper ran (Section 5, Appendix D): 20 configurations of the random search on every split.
+PAPER_PROTOCOL = {"tabular": "MLP, 10,000 or 20,000 steps, 20 configs x 5 splits",
+                  "image": "ResNet-32 / DenseNet, 60,000 steps, 20 configs x 3 splits"}
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def run_tag(arch: str, steps: int, n_configs: int, n_trials: int) -> str:
+    """What a result was run with, e.g. "MLP, 200 steps, 2 configs x 2 splits" (the paper: "MLP, 10,000 or
+    20,000 steps, 20 configs x 5 splits", ``PAPER_PROTOCOL``)."""
+    return (f"{ARCH_NAMES.get(arch, arch)}, {int(steps):,} steps, {_plural(int(n_configs), 'config')} x "
+            f"{_plural(int(n_trials), 'split')}")
+
+
+def paper_counterpart(name: str) -> str:
+    """The paper's name of a dataset (``PAPER_NAMES``) or of the one a stand-in imitates (PLDigits -> PLCIFAR10)."""
+    return PAPER_NAMES.get(name) or pll_dataset_spec(name).stands_in_for
+
+
+def _paper_rows(results: pd.DataFrame, matched: pd.DataFrame, datasets: list[str], networks: list[str]) -> pd.DataFrame:
+    needed = {"dataset", "algorithm", "criterion", "value", "steps", "n_configs", "n_trials"}
+    missing = sorted(needed - set(results.columns))
+    if missing:
+        raise ConfigError(f"paper rows need results_table's columns (value = its mean); missing {missing}")
+    archs = matched["arch"] if "arch" in matched.columns else pd.Series("mlp", index=matched.index)
+    tags = [f"{d} ({run_tag(a, s, c, t)})" for d, a, s, c, t in
+            zip(matched["dataset"], archs, matched["steps"], matched["n_configs"], matched["n_trials"])]
+    return pd.DataFrame({"dataset": datasets, "network": networks,
+                         "algorithm": [display_name(a) for a in matched["algorithm"]],
+                         "criterion": matched["criterion"].to_numpy(), "metric": "test_acc",
+                         "value": matched["value"].to_numpy(dtype=float), "ours_on": tags},
+                        columns=list(PAPER_ROW_COLUMNS))
+
+
+# ------------------------------------------------------------------------------------------------ Table 5, Figure 2
+# Figure 2's two crowd-annotated datasets when the settings name fewer: the paper's.
+PAPER_CROWD = ("PLCIFAR10_Aggregate", "PLCIFAR10_Vaguest")
+TABLE5_METRICS = {"# Examples": "examples", "# Features": "features", "# Classes": "classes",
+                  "Avg. # CLs": "avg_candidates", "Noise Rate (%)": "noise_rate_pct"}
+
+
+def table5(datasets: Mapping[str, PLLDataset]) -> pd.DataFrame:
+    """Table 5's statistics (``table5_row``) of each dataset, with the row a stand-in imitates ("stands in for")."""
+    return pd.DataFrame([table5_row(ds) | {"stands in for": pll_dataset_spec(name).stands_in_for or ""}
+                         for name, ds in datasets.items()])
+
+
+def table5_paper_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """``table5``'s numbers in ``reported("plench", "table5")``'s keys: each dataset under its paper name, a
+    stand-in under the dataset it imitates (PLDigits -> PLCIFAR10); ``ours_on`` names our dataset."""
+    names = PAPER_NAMES | {"PLDigits-Aggregate": "PLCIFAR10-Aggregate", "PLDigits-Vaguest": "PLCIFAR10-Vaguest"}
+    rows = [{"dataset": names.get(r["Dataset"], r["Dataset"]), "metric": metric, "value": r[column],
+             "ours_on": r["Dataset"]} for r in table.to_dict("records") for column, metric in TABLE5_METRICS.items()]
+    return pd.DataFrame(rows, columns=["dataset", "metric", "value", "ours_on"])
+
+
+@dataclass
+class CrowdStatistics:
+    """Figure 2's data. ``roles``: the Aggregate and the Vaguest dataset (the settings' ``crowd``, padded with
+    ``PAPER_CROWD``); ``present`` those loaded, ``missing`` the others with the reason. Panels (a, b) use the
+    per-annotator sets of ``source``, the first present role; ``matrices`` holds p(j in S | y = i) per present role."""
+
+    roles: tuple[str, str]
+    present: dict[str, PLLDataset]
+    missing: dict[str, str]
+    source: str | None = None
+    classes: tuple[str, ...] = ()
+    histogram: np.ndarray | None = None  # partial labels proposed per class (every annotator's set)
+    noise_by_annotators: np.ndarray | None = None  # noise rate of the union of the first k annotators, k = 1..A
+    matrices: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def skip_reason(self) -> str | None:
+        """Why Figure 2 cannot be drawn (no crowd-annotated dataset), or None."""
+        if self.source is not None:
+            return None
+        return "; ".join(f"{name}: {why}" for name, why in self.missing.items())
+
+
+def crowd_statistics(crowd: Sequence[str], datasets: Mapping[str, PLLDataset],
+                     skipped: Mapping[str, str] | None = None) -> CrowdStatistics:
+    """Figure 2's statistics for the crowd-annotated datasets ``crowd`` (names, Aggregate first; at most two),
+    taken from ``datasets`` (the loaded ones); ``skipped`` gives the reasons for datasets that could not be loaded
+    (``plench.data.load_available``). An empty ``crowd`` gives statistics with nothing present."""
+    from shared.noise.partial import flipping_matrix, label_histogram, noise_rate_by_annotators
+
+    crowd = list(crowd)
+    if len(crowd) > 2:
+        raise ConfigError(f"crowd names the Aggregate and the Vaguest version (at most 2 datasets), got {crowd}")
+    roles = tuple(crowd + list(PAPER_CROWD[len(crowd):]))
+    present, missing = {}, {}
+    for name in roles:
+        if name in datasets and name in crowd:
+            if "annotator_sets" not in datasets[name].meta:
+                raise ConfigError(f"{name} has no per-annotator candidate sets; crowd takes the crowd-annotated "
+                                  f"datasets (PLCIFAR10_*, PLDigits-*)")
+            present[name] = datasets[name]
+        elif name in (skipped or {}):
+            missing[name] = skipped[name]
+        elif name not in crowd:
+            missing[name] = "not in settings['crowd']"
+        else:
+            missing[name] = "not in settings['datasets']"
+    stats = CrowdStatistics(roles, present, missing)
+    if present:
+        stats.source = next(iter(present))
+        first = present[stats.source]
+        sets = first.meta["annotator_sets"]  # (n, annotators, q) 0/1
+        stats.classes = first.classes
+        stats.histogram = label_histogram(sets)
+        stats.noise_by_annotators = noise_rate_by_annotators(sets, first.y)
+        stats.matrices = {name: flipping_matrix(ds.S, ds.y, ds.num_classes) for name, ds in present.items()}
+    return stats
 
 
 # ------------------------------------------------------------------------------------------------ tabular tables
-def tabular_paper_rows(results: pd.DataFrame, profile: str) -> pd.DataFrame:
+def tabular_paper_rows(results: pd.DataFrame) -> pd.DataFrame:
     """Our tabular results in ``reported("plench", "results")``'s keys, for ``shared.report.compare_with_paper``.
 
-    ``results`` has columns dataset, algorithm (registry name), criterion and value (``results_table``'s mean).
-    Each dataset is renamed to its ``TABULAR_COUNTERPARTS`` table; datasets without one are left out (the frame
-    may be empty, with its columns). Columns ``PAPER_ROW_COLUMNS``; ``ours_on`` names our data, the MLP and
-    ``profile``.
+    ``results`` is ``results_table``'s frame with its ``mean`` as ``value`` (columns dataset, algorithm, criterion,
+    value, steps, n_configs, n_trials). Each dataset is renamed to its ``TABULAR_COUNTERPARTS`` table; datasets
+    without one are left out (the frame may be empty, with its columns). Columns ``PAPER_ROW_COLUMNS``;
+    ``ours_on`` names our data and what was run (``run_tag``: network, steps, configurations x splits).
     """
-    from plench.algorithms import display_name
-
     matched = results[results["dataset"].isin(list(TABULAR_COUNTERPARTS))]
     pairs = [TABULAR_COUNTERPARTS[d] for d in matched["dataset"]]
-    return pd.DataFrame({"dataset": [p[0] for p in pairs], "network": [p[1] for p in pairs],
-                         "algorithm": [display_name(a) for a in matched["algorithm"]],
-                         "criterion": matched["criterion"].to_numpy(), "metric": "test_acc",
-                         "value": matched["value"].to_numpy(dtype=float),
-                         "ours_on": [f"{d} (MLP, {profile})" for d in matched["dataset"]]},
-                        columns=list(PAPER_ROW_COLUMNS))
+    return _paper_rows(results, matched, [p[0] for p in pairs], [p[1] for p in pairs])
+
+
+def image_paper_rows(results: pd.DataFrame, network: str | None = None) -> pd.DataFrame:
+    """As ``tabular_paper_rows`` for the image tables (1-4): each dataset beside ``paper_counterpart``'s table
+    for the network of its ``arch`` (``IMAGE_NETWORKS``), or ``network`` for every row (Fig. 1 sets tabular runs
+    beside the ResNet tables)."""
+    networks = [network or IMAGE_NETWORKS.get(a, a) for a in results["arch"]] if len(results) else []
+    return _paper_rows(results, results, [paper_counterpart(d) for d in results["dataset"]], networks)
+
+
+def ordered_results(table: pd.DataFrame, main_compat: bool = True) -> pd.DataFrame:
+    """``results_table``'s frame in the paper's row order (Table 6; the main variant before its "(fixed)" one),
+    with ``name``: the display name, "(fixed)" added to runs whose ``compat`` is not ``main_compat``."""
+    order = {name: i for i, name in enumerate(TABLE6_ORDER)}
+    table = table.assign(_order=table["algorithm"].map(order).fillna(len(order)),
+                         _main=(table["compat"] == main_compat) if "compat" in table else True)
+    keys = [k for k in ("dataset", "arch") if k in table.columns]
+    table = table.sort_values([*keys, "_order", "_main"], ascending=[True] * len(keys) + [True, False], kind="stable")
+    names = [display_name(a) + ("" if main else " (fixed)") for a, main in zip(table["algorithm"], table["_main"])]
+    return table.drop(columns=["_order", "_main"]).assign(name=names).reset_index(drop=True)
+
+
+def wide_results(table: pd.DataFrame, settings: Sequence[str], by: Sequence[str] = ("dataset",)) -> pd.DataFrame:
+    """Tables 1-4, 7, 9-16 as printed: one row per algorithm (``name``), a column group per setting (the values of
+    ``by`` joined by " / ", in the order ``settings``) and criterion, cells "mean±err" (2 decimals)."""
+    cells = table.assign(cell=[f"{m:.2f}±{e:.2f}" for m, e in zip(table["mean"], table["err"])],
+                         setting=table[list(by)].astype(str).agg(" / ".join, axis=1))
+    wide = cells.pivot_table(index="name", columns=["setting", "criterion"], values="cell", aggfunc="first", sort=False)
+    return wide.reindex(columns=pd.MultiIndex.from_product([list(settings), list(CRITERIA)]))
+
+
+def tabular_grids(cfg: Mapping) -> list[Grid]:
+    """The sweeps of the tabular notebook's settings: the algorithms with the main ``compat``, those with their own
+    ``hparams_overrides`` separately, and the ``fixed_variants`` run (if ``compat``) with ``compat=False``; only
+    algorithms listed in ``algorithms`` run."""
+    common = dict(n_hparams=cfg["n_hparams"], n_trials=cfg["n_trials"], arch="mlp", steps=cfg["steps"],
+                  checkpoint_freq=cfg["checkpoint_freq"], batched=cfg["batched"])
+    overrides = cfg.get("hparams_overrides") or {}
+    algorithms = list(cfg["algorithms"])
+    grids = [Grid(tuple(a for a in algorithms if a not in overrides), compat=cfg["compat"], **common)]
+    grids += [Grid((a,), compat=cfg["compat"], hparams_overrides=dict(o), **common)
+              for a, o in overrides.items() if a in algorithms]
+    if cfg["compat"]:
+        grids.append(Grid(tuple(a for a in cfg.get("fixed_variants") or () if a in algorithms), compat=False, **common))
+    return [g for g in grids if g.algorithms]
+
+
+def image_overrides(cfg: Mapping, algorithm: str) -> dict | None:
+    """The hyperparameter overrides of ``algorithm`` in the image notebook's settings: the shared ``batch_size``
+    (if not None) and the algorithm's own ``hparams_overrides``; None if there are none."""
+    shared = {} if cfg.get("batch_size") is None else {"batch_size": cfg["batch_size"]}
+    return {**shared, **(cfg.get("hparams_overrides") or {}).get(algorithm, {})} or None
+
+
+def image_grids(cfg: Mapping) -> list[Grid]:
+    """The image notebook's sweeps: one per network and algorithm (its own overrides, ``image_overrides``)."""
+    return [Grid((a,), n_hparams=cfg["n_hparams"], n_trials=cfg["n_trials"], arch=arch, steps=cfg["steps"],
+                 checkpoint_freq=cfg["checkpoint_freq"], compat=cfg["compat"], hparams_overrides=image_overrides(cfg, a))
+            for arch in cfg["archs"] for a in cfg["algorithms"]]
+
+
+# ------------------------------------------------------------------------------------------------ batched speed-up
+def batched_speedup(datasets: Mapping[str, PLLDataset], spec: Mapping, *, checkpoint_freq: int,
+                    device="cpu") -> pd.DataFrame:
+    """``measure_batched_speedup`` at each of ``spec["batch_sizes"]`` (default 32, 64 and 128, the MLP search grid):
+    ``spec["configs"]`` random configurations of ``spec["algorithm"]`` (hparams seeds 1.., trial seeds 0 and 1)
+    with the batch size forced, ``spec["steps"]`` steps, on ``datasets[spec["dataset"]]`` (the first of
+    ``datasets`` if that one is absent). One row per batch size, with ``batched_by_auto``: whether
+    ``sweep(batched="auto")`` trains that batch size together."""
+    dataset = datasets.get(spec["dataset"]) or next(iter(datasets.values()))
+    pairs = [(h, h % 2) for h in range(1, int(spec["configs"]) + 1)]
+    rows = []
+    for size in spec.get("batch_sizes") or (32, 64, 128):
+        speed = measure_batched_speedup(dataset, spec["algorithm"], pairs, steps=int(spec["steps"]),
+                                        checkpoint_freq=checkpoint_freq, device=device,
+                                        hparams_overrides={"batch_size": int(size)})
+        rows.append({"algorithm": spec["algorithm"], "dataset": dataset.name, "batch_size": int(size),
+                     "batched_by_auto": batching_pays(size, "auto", data_width(dataset)), **speed})
+    return pd.DataFrame(rows)
+
+
+def selection_summary(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
+    """``criterion_summary`` of each paper table (``reported("plench", "results")``, test accuracies) and of each
+    of our datasets (``results_table``'s rows of one variant, ``mean`` as the value), one row each."""
+    from plench.selection import criterion_summary
+
+    paper = paper[paper["metric"] == "test_acc"]
+    rows = [{"source": "paper", "table": item, "dataset": part["dataset"].iloc[0], **criterion_summary(part)}
+            for item, part in paper.groupby("item", sort=False)]
+    ours = ours.rename(columns={"mean": "value"})
+    rows += [{"source": "ours", "table": "", "dataset": name, **criterion_summary(part)}
+             for name, part in ours.groupby("dataset", sort=False)]
+    return pd.DataFrame(rows)
 
 
 # ------------------------------------------------------------------------------------------------ Figure 4
@@ -89,6 +298,18 @@ def step_costs(records: pd.DataFrame, by: Sequence[str] = COST_KEYS) -> pd.DataF
                      "peak_mem_gb": float(group["mem_gb"].max()),
                      "mem_source": "+".join(sorted(set(group["mem_source"].astype(str))))})
     return pd.DataFrame(rows)
+
+
+def figure4_costs(records: pd.DataFrame, arch: str, dataset: str | None = None) -> pd.DataFrame:
+    """Figure 4's data: ``step_costs`` per algorithm of the runs with network ``arch`` on ``dataset`` (the paper:
+    PLCIFAR10-Vaguest with DenseNet), or on every dataset pooled when ``dataset`` is None."""
+    chosen = records[records["arch"] == arch]
+    if dataset is not None:
+        chosen = chosen[chosen["dataset"] == dataset]
+    if chosen.empty:
+        raise ConfigError(f"no run of arch {arch!r}" + (f" on {dataset}" if dataset else "") + " for Figure 4; "
+                          "fig4 must name a network (and dataset) of this notebook's settings")
+    return step_costs(chosen, by=["arch", "algorithm"])
 
 
 # ------------------------------------------------------------------------------------------------ Figure 1(a, b)
@@ -134,19 +355,89 @@ def validation_as_training(ds: PLLDataset, trial_seed: int, *, holdout_fraction:
     return PLLDataset(ds.name, X[rows], new_S.astype(S.dtype), y[rows], ds.classes, ds.modality, test, ds.steps, meta)
 
 
+def validation_training_args(datasets: Sequence[PLLDataset], algorithms: Sequence[str], *, n_trials: int, arch: str,
+                             checkpoint_freq: int, steps: int | None = None, compat: bool = True,
+                             hparams_overrides: dict | None = None) -> list[dict]:
+    """The runs of ``train_with_validation``: its ``run_args`` with ``"arm": "validation_in_training"`` (which
+    names the run folders apart from the search's runs of the same configuration; records keep ``run_args``)."""
+    return [{**run_args(ds.name, algorithm, arch=arch, hparams_seed=0, trial_seed=t, steps=steps or ds.steps,
+                        checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides),
+             "arm": "validation_in_training"}
+            for t in range(n_trials) for ds in datasets for algorithm in algorithms]
+
+
+def validation_use_arms(datasets: Mapping[str, PLLDataset], cfg: Mapping, *, out_dir, device="cpu",
+                        data_dir=None) -> tuple[pd.DataFrame, dict]:
+    """Both arms of Figure 1(a, b), run resumably under ``out_dir`` ("validation", "training"), and their results.
+
+    "validation": the random search (``n_hparams`` configurations, hparams seed 0 = the defaults) selected with
+    OA & ES; "training": ``train_with_validation``'s one run per split, read at its last checkpoint (OA's rule).
+    ``cfg`` holds algorithms, n_hparams, n_trials, arch, steps, checkpoint_freq, compat, batched, nan_policy and
+    error. Returns ``results_table``'s rows with ``arm`` (criterion "OA&ES" or "last checkpoint") and the sweep
+    counts per arm. Only the runs these settings define are read (``select_runs``).
+    """
+    data = list(datasets.values())
+    common = dict(n_trials=cfg["n_trials"], arch=cfg["arch"], steps=cfg["steps"], checkpoint_freq=cfg["checkpoint_freq"],
+                  compat=cfg["compat"])
+    grid = Grid(tuple(cfg["algorithms"]), n_hparams=cfg["n_hparams"], batched=cfg["batched"], **common)
+    searched, counts = sweep_grids([grid], data, out_dir=out_dir / "validation", device=device, data_dir=data_dir)
+    moved = train_with_validation(data, cfg["algorithms"], out_dir=out_dir / "training", device=device, **common)
+    trained = select_runs(collect(out_dir / "training"), validation_training_args(data, cfg["algorithms"], **common))
+    validation = results_table(searched, nan_policy=cfg["nan_policy"], how=cfg["error"])
+    training = results_table(trained, nan_policy=cfg["nan_policy"], how=cfg["error"])
+    arms = pd.concat([validation[validation["criterion"] == "OA&ES"].assign(arm="validation"),
+                      training[training["criterion"] == "OA"].assign(arm="training", criterion="last checkpoint")],
+                     ignore_index=True)
+    return arms, {"validation": counts, "training": moved}
+
+
+def clean_rows_alone(ds: PLLDataset, n_trials: int) -> float:
+    """Test accuracy (%) of a logistic regression (standardised inputs) fitted to each split's validation rows with
+    their true labels, averaged over trial seeds 0..n_trials-1: how much of the task the clean rows carry alone."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    def flat(x):
+        return np.asarray(x, dtype=np.float32).reshape(len(x), -1)
+
+    scores = []
+    for trial in range(n_trials):
+        split = plench_split(ds, trial)
+        test_x, test_y = (ds.X[split["test"]], ds.y[split["test"]]) if split["test"] is not None else ds.test
+        model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
+        model.fit(flat(ds.X[split["val"]]), ds.y[split["val"]])
+        scores.append(100 * model.score(flat(test_x), np.asarray(test_y)))
+    return float(np.mean(scores))
+
+
+def arm_differences(arms: pd.DataFrame, alone: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """Per (dataset, algorithm): the two arms' means, "training - validation", the splits on which the training
+    arm won (paired by trial seed, "k/n") and, if given, the clean rows alone (``clean_rows_alone``)."""
+    rows = []
+    for (name, algorithm), part in arms.groupby(["dataset", "algorithm"], sort=False):
+        by_arm = part.set_index("arm")
+        if not {"validation", "training"} <= set(by_arm.index):
+            continue
+        val, train = by_arm.loc["validation"], by_arm.loc["training"]
+        won = sum(t > v for t, v in zip(train["per_trial"], val["per_trial"]))
+        rows.append({"dataset": name, "algorithm": display_name(algorithm), "validation": float(val["mean"]),
+                     "training": float(train["mean"]), "training - validation": float(train["mean"] - val["mean"]),
+                     "splits won by training": f"{won}/{len(train['per_trial'])}"}
+                    | ({"validation rows alone": alone[name]} if alone is not None else {}))
+    return pd.DataFrame(rows)
+
+
 def train_with_validation(datasets: Sequence[PLLDataset], algorithms: Sequence[str], *, n_trials: int, arch: str,
                           checkpoint_freq: int, out_dir, steps: int | None = None, device="cpu", compat: bool = True,
                           hparams_overrides: dict | None = None) -> dict[str, int]:
     """Figure 1's "training" arm: for every (trial seed, dataset, algorithm), one run with the default
     hyperparameters (hparams seed 0) on ``validation_as_training(dataset, trial_seed)``, resumably under
-    ``out_dir`` (finished runs are skipped). Returns the counts of ``shared.sweep.pending``."""
-    args_list = []
-    for t in range(n_trials):
-        for ds in datasets:
-            for algorithm in algorithms:
-                args = run_args(ds.name, algorithm, arch=arch, hparams_seed=0, trial_seed=t, steps=steps or ds.steps,
-                                checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides)
-                args_list.append({**args, "arm": "validation_in_training"})  # names the run folder only
+    ``out_dir`` (finished runs are skipped). Returns the counts of ``shared.sweep.pending``; the runs are
+    ``validation_training_args``'s (for ``plench.protocol.select_runs``)."""
+    args_list = validation_training_args(datasets, algorithms, n_trials=n_trials, arch=arch,
+                                         checkpoint_freq=checkpoint_freq, steps=steps, compat=compat,
+                                         hparams_overrides=hparams_overrides)
     todo, counts = runs.pending(args_list, out_dir)
     by_name = {ds.name: ds for ds in datasets}
     moved: dict[tuple[str, int], PLLDataset] = {}
@@ -181,3 +472,45 @@ def train_model(dataset: PLLDataset, algorithm: str, *, arch: str, trial_seed: i
     for _ in range(steps):
         model.update(make_batch(data, next(loader), model.views, device, augment))
     return model.eval()
+
+
+def compat_confidences(dataset: PLLDataset, algorithms: Sequence[str], *, arch: str, steps: int,
+                       overrides: Mapping[str, dict | None] | None = None, device="cpu") -> pd.DataFrame:
+    """PiCO+ and ALIM under the official ``update`` (compat) and the fixed one: each algorithm trained ``steps``
+    steps (``train_model``, trial seed 0) both ways, its confidences read. ``prot_start`` (and PiCO+'s
+    ``knn_start``) are lowered to 5 (10) so that the fixed versions leave warm-up within the run. Columns:
+    algorithm (display name), compat, steps, curr_iter, "max |w - s/|S||" and uniform (confidences exactly s/|S|)."""
+    rows = []
+    for algorithm in algorithms:
+        for compat in (True, False):
+            lowered = {**((overrides or {}).get(algorithm) or {}), "prot_start": 5,
+                       **({"knn_start": 10} if algorithm == "PiCO_plus" else {})}
+            model = train_model(dataset, algorithm, arch=arch, trial_seed=0, steps=steps, hparams_overrides=lowered,
+                                compat=compat, device=device)
+            uniform = model.uniform_confidence()
+            rows.append({"algorithm": display_name(algorithm), "compat": compat, "steps": steps,
+                         "curr_iter": int(model.curr_iter),
+                         "max |w - s/|S||": float((model.confidence - uniform).abs().max()),
+                         "uniform": bool(torch.equal(model.confidence, uniform))})
+    return pd.DataFrame(rows, columns=["algorithm", "compat", "steps", "curr_iter", "max |w - s/|S||", "uniform"])
+
+
+def image_compat_check(datasets: Mapping[str, PLLDataset], cfg: Mapping, device="cpu") -> pd.DataFrame:
+    """``compat_confidences`` for the image notebook's ``compat_check`` settings (dataset, algorithms, steps) with
+    Fig. 4's network and each algorithm's ``image_overrides``; an empty frame if that dataset was not loaded."""
+    check = cfg["compat_check"]
+    if check["dataset"] not in datasets:
+        return compat_confidences(None, [], arch=cfg["fig4"]["arch"], steps=check["steps"])
+    return compat_confidences(datasets[check["dataset"]], check["algorithms"], arch=cfg["fig4"]["arch"],
+                              steps=check["steps"], overrides={a: image_overrides(cfg, a) for a in check["algorithms"]},
+                              device=device)
+
+
+def split_sizes(datasets: Mapping[str, PLLDataset], trial_seed: int = 0) -> pd.DataFrame:
+    """Per dataset: the training and validation rows of ``trial_seed``'s split and the average candidate-set size."""
+    rows = []
+    for name, ds in datasets.items():
+        split = plench_split(ds, trial_seed)
+        rows.append({"dataset": name, "training rows": len(split["train"]), "validation rows": len(split["val"]),
+                     "avg |S|": float(np.asarray(ds.S).sum(1).mean())})
+    return pd.DataFrame(rows)

@@ -121,7 +121,7 @@ def select(records: pd.DataFrame, criterion: str, nan_policy: str = "neg_inf") -
 
 def selected_scores(records: pd.DataFrame, nan_policy: str = "neg_inf") -> pd.DataFrame:
     """One row per (experiment, trial seed, criterion): the selected checkpoint's test accuracy, validation value,
-    hparams seed and step."""
+    hparams seed and step, and ``n_configs``, the number of hparams seeds it was selected from."""
     keys = [k for k in (*EXPERIMENT_KEYS, "trial_seed") if k in records.columns]
     rows = []
     for key, group in records.groupby(keys, sort=True, dropna=False):
@@ -130,15 +130,15 @@ def selected_scores(records: pd.DataFrame, nan_policy: str = "neg_inf") -> pd.Da
             chosen = select(group, name, nan_policy)
             rows.append({**dict(zip(keys, key)), "criterion": name, "test_acc": float(chosen["test_acc"]),
                          "val_value": float(chosen[crit.metric]), "hparams_seed": int(chosen["hparams_seed"]),
-                         "step": int(chosen["step"])})
+                         "step": int(chosen["step"]), "n_configs": int(group["hparams_seed"].nunique())})
     return pd.DataFrame(rows)
 
 
 def results_table(records: pd.DataFrame, nan_policy: str = "neg_inf", how: str = "se",
                   scale: float = 100.0) -> pd.DataFrame:
     """Per (experiment, criterion): ``mean`` and ``err`` (``shared.selection.aggregate``; "se" is the paper's
-    "±") over trial seeds of the selected test accuracy, times ``scale``; ``n_trials`` and the raw
-    ``per_trial`` scores (in trial-seed order) are kept.
+    "±") over trial seeds of the selected test accuracy, times ``scale``; ``n_trials``, ``n_configs`` (the
+    hparams seeds searched) and the raw ``per_trial`` scores (in trial-seed order) are kept.
     """
     scores = selected_scores(records, nan_policy)
     keys = [k for k in EXPERIMENT_KEYS if k in scores.columns]
@@ -147,6 +147,7 @@ def results_table(records: pd.DataFrame, nan_policy: str = "neg_inf", how: str =
         values = group.sort_values("trial_seed")["test_acc"].to_numpy() * scale
         mean, err = generic.aggregate(values, how)
         rows.append({**dict(zip([*keys, "criterion"], key)), "mean": mean, "err": err, "n_trials": len(values),
+                     "n_configs": int(group["n_configs"].max()),
                      "per_trial": tuple(float(v) for v in values)})
     return pd.DataFrame(rows)
 

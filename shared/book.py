@@ -22,6 +22,7 @@ import yaml
 from shared.catalog import PaperCatalog, all_catalogs
 from shared.paths import REPO_ROOT, runs_dir
 from shared.profiles import check_profile
+from shared.report import claims_frame
 
 BOOK = REPO_ROOT / "book"
 HIDDEN_PARAMETERS = {"out_dir"}
@@ -111,7 +112,7 @@ def scorecard(catalogs: list[PaperCatalog], records: dict, profile: str) -> str:
         statuses = [notebook_status(catalog.paper, i.notebook, records, catalog.folder)
                     for i in catalog.items]
         notebooks = sorted({i.notebook for i in catalog.items if i.notebook and (catalog.folder / i.notebook).exists()})
-        n_numbers = n_ours = n_claims = n_hold = 0
+        n_numbers = n_ours = n_claims = n_hold = n_not_run = 0
         body = [f"## {catalog.title}\n", f"*{catalog.citation}* · [chapter](papers/{catalog.paper}/index.md)\n"]
         for nb in notebooks:
             record = records.get(f"{catalog.paper}/{nb}")
@@ -121,12 +122,13 @@ def scorecard(catalogs: list[PaperCatalog], records: dict, profile: str) -> str:
             n_numbers += len(comparison)
             n_ours += int(pd.to_numeric(comparison.get("ours", pd.Series(dtype=float)), errors="coerce").notna().sum())
             n_claims += len(claims)
-            n_hold += sum(c["holds"] for c in claims)
+            n_hold += sum(c["holds"] is True for c in claims)
+            n_not_run += sum(c["holds"] is None for c in claims)
             body.append(f"### [{Path(nb).stem}](papers/{catalog.paper}/{nb}) — {record['status']}\n")
             if claims:
-                body.append("Claims checked in this run:\n\n" + markdown_table(pd.DataFrame(
-                    [{"claim": c["claim"], "holds": "yes" if c["holds"] else "**no**", "detail": c["detail"]} for c in claims]
-                )))
+                shown = claims_frame(claims)
+                shown["verdict"] = shown["verdict"].replace({"no": "**no**"})
+                body.append("Claims checked in this run:\n\n" + markdown_table(shown))
             if not comparison.empty:
                 shown = tidy_comparison(comparison)
                 table = markdown_table(shown)
@@ -140,7 +142,7 @@ def scorecard(catalogs: list[PaperCatalog], records: dict, profile: str) -> str:
             "failed": statuses.count("failed"),
             "missing": statuses.count("missing") + statuses.count("not run"),
             "paper numbers compared": f"{n_ours}/{n_numbers}",
-            "claims holding": f"{n_hold}/{n_claims}",
+            "claims holding": f"{n_hold}/{n_claims - n_not_run}" + (f" ({n_not_run} not run)" if n_not_run else ""),
         })
         sections.append("\n".join(body))
     intro = (

@@ -8,6 +8,7 @@ A paper's reported numbers live in ``<paper>/reported/<name>.csv`` in long form:
     report.figure(fig, "noise_rates")                          # PNG + SVG in out_dir
     table = report.compare(ours, "table1", on=["dataset"])      # paper | ours | diff
     report.claim("CILN-C noise is below CILN-S noise", holds=bool(...), detail="35/35 settings")
+    report.claim("AA selects worse than CR for PRODEN", holds=None, detail="PRODEN was not run")  # "not run"
     report.finish()                                             # writes comparison.csv, claims.json, report.json
 
 The book's scorecard collects every notebook's ``comparison.csv`` and ``claims.json``.
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from shared.datasets.files import read_csv
 from shared.errors import ConfigError, DataFormatError
 from shared.paths import notebook_out_dir, paper_dir
 from shared.plotting import save_figure
@@ -33,7 +35,7 @@ def reported(paper: str, name: str) -> pd.DataFrame:
     path = paper_dir(paper) / "reported" / f"{Path(name).stem}.csv"
     if not path.exists():
         raise ConfigError(f"no reported numbers at {path}")
-    table = pd.read_csv(path, comment="#")
+    table = read_csv(path, comment="#")
     missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
     if missing:
         raise DataFormatError(f"{path}: missing column(s) {missing}; reported CSVs need {list(REQUIRED_COLUMNS)}")
@@ -77,6 +79,31 @@ def _key_text(value) -> str:
     return str(value)
 
 
+VERDICTS = {True: "yes", False: "no", None: "not run"}
+
+
+def verdict(holds, *inputs) -> bool | None:
+    """``holds`` as a claim's verdict, or None ("not run") when any number it rests on is missing (None or NaN):
+    a comparison with NaN is False, which would otherwise read "does not hold"."""
+    if any(v is None or (np.ndim(v) == 0 and bool(pd.isna(v))) for v in inputs):
+        return None
+    return bool(holds)
+
+
+def claim_record(statement: str, holds: bool | None, detail: str = "") -> dict:
+    """One claim as stored in ``claims.json``: ``holds`` is True, False or None (not run)."""
+    if holds is not None and not isinstance(holds, (bool, np.bool_)):
+        raise ConfigError(f"a claim's holds must be True, False or None (not run), got {holds!r} for {statement!r}")
+    holds = None if holds is None else bool(holds)
+    return {"claim": statement, "holds": holds, "verdict": VERDICTS[holds], "detail": detail}
+
+
+def claims_frame(claims: list[dict]) -> pd.DataFrame:
+    """Claims as a table: claim, verdict (yes / no / not run), detail."""
+    rows = [{"claim": c["claim"], "verdict": VERDICTS[c["holds"]], "detail": c.get("detail", "")} for c in claims]
+    return pd.DataFrame(rows, columns=["claim", "verdict", "detail"])
+
+
 class NotebookReport:
     """Collects a notebook's figures, tables, paper-vs-ours comparisons and claims in its output folder."""
 
@@ -100,14 +127,19 @@ class NotebookReport:
         self.comparisons.append(table)
         return table
 
-    def claim(self, statement: str, holds: bool, detail: str = "") -> dict:
-        """Record whether one of the paper's qualitative claims holds in this run."""
-        record = {"claim": statement, "holds": bool(holds), "detail": detail}
+    def claim(self, statement: str, holds: bool | None, detail: str = "") -> dict:
+        """Record whether one of the paper's qualitative claims holds in this run.
+
+        ``holds=None`` records the claim as "not run": its inputs were not computed in this run (an
+        algorithm or dataset left out, optional data absent); ``detail`` should say which. ``verdict(holds,
+        *inputs)`` gives None when a number the verdict rests on is missing.
+        """
+        record = claim_record(statement, holds, detail)
         self.claims.append(record)
         return record
 
     def claims_table(self) -> pd.DataFrame:
-        return pd.DataFrame(self.claims, columns=["claim", "holds", "detail"])
+        return claims_frame(self.claims)
 
     def finish(self) -> pd.DataFrame:
         """Write comparison.csv, claims.json and report.json; return the claims table for display."""
@@ -122,7 +154,8 @@ class NotebookReport:
             "paper_numbers": int(len(comparison)),
             "paper_numbers_with_ours": int(numeric.notna().sum()),
             "claims": len(self.claims),
-            "claims_holding": int(sum(c["holds"] for c in self.claims)),
+            "claims_holding": sum(c["holds"] is True for c in self.claims),
+            "claims_not_run": sum(c["holds"] is None for c in self.claims),
         }
         (self.out_dir / "report.json").write_text(json.dumps(summary, indent=1))
         return self.claims_table()

@@ -15,7 +15,13 @@ files, ``constraints.txt``) are unchanged since it last succeeded. A failing not
 batch; the runner exits non-zero with a summary at the end.
 
 Parameter files (``-f``) are YAML: top-level keys are parameters for every notebook, and an optional
-``notebooks:`` mapping gives extra parameters per notebook stem.
+``notebooks:`` mapping gives extra parameters per notebook stem. A relative ``data_dir`` is resolved against
+the folder the command runs in (the kernels run in the notebooks' folders).
+
+Before any notebook starts, ``shared.preflight`` checks that this machine has what the planned notebooks
+need (a GPU where ``device`` asks for one; in the full profile every data and weight file their settings
+read) and stops with the list of what is missing; ``--no-preflight`` skips the check. ``--check-env``
+prints the same report (with the package versions) and exits.
 """
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ import yaml
 from shared.catalog import NOTEBOOK_PATTERN
 from shared.errors import ConfigError
 from shared.paths import PAPERS, REPO_ROOT, paper_dir, runs_dir
+from shared.preflight import preflight
 from shared.profiles import PROFILES, check_profile
 
 KERNEL_NAME = "noisy-label-replications"
@@ -217,6 +224,9 @@ def plan_jobs(args, profile: str, out_root: Path) -> list[dict]:
                               "quote dicts and lists, e.g. -p settings '{severities: [5]}'") from e
     if common.setdefault("profile", profile) != profile:
         raise ConfigError(f"--profile {profile} conflicts with profile={common['profile']} in the parameter file")
+    for params in (common, *per_notebook.values()):
+        if isinstance(params.get("data_dir"), str):
+            params["data_dir"] = str(Path(params["data_dir"]).expanduser().absolute())
     kernel = kernel_name()
     threads = max(1, (os.cpu_count() or 1) // max(1, args.jobs))
     codes = {paper: code_hash(paper) for paper in papers}
@@ -250,6 +260,14 @@ def run_batch(args) -> int:
         for j in jobs:
             print(f"{'to run    ' if j in todo else 'up to date'}  {j['key']}")
         return 0
+    if todo and not args.no_preflight:
+        checks = preflight(todo, profile)
+        if not checks.ok:
+            print(f"error: this machine lacks what the {profile} profile needs; nothing was run.\n{checks.text()}\n"
+                  "Fix the above (or pass --no-preflight to start anyway).", file=sys.stderr)
+            return 2
+        if checks.warnings:
+            print(checks.text(), file=sys.stderr)
     print(f"{len(jobs)} notebooks, {len(jobs) - len(todo)} up to date, {len(todo)} to run "
           f"({profile} profile, {args.jobs} at a time) -> {out_root}")
     batch_start = time.perf_counter()
@@ -308,8 +326,9 @@ def print_summary(manifest: Manifest, keys: list[str]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- CLI
-def check_environment() -> int:
-    """Import the key packages and report versions and the kernel (``make setup`` calls this)."""
+def check_environment(args) -> int:
+    """Import the key packages, report versions and the kernel (``make setup`` calls this), then check what the
+    notebooks chosen by ``args`` (papers, profile, parameter files) need on this machine."""
     import importlib
 
     problems = []
@@ -322,7 +341,10 @@ def check_environment() -> int:
     print(f"  kernel           {kernel_name()}")
     for p in problems:
         print(f"error: cannot import {p}", file=sys.stderr)
-    return 1 if problems else 0
+    profile = check_profile(args.profile)
+    checks = preflight(plan_jobs(args, profile, Path(args.out) if args.out else runs_dir(profile)), profile)
+    print(f"  {profile} profile:\n{checks.text()}")
+    return 1 if problems or not checks.ok else 0
 
 
 def parse_args(argv=None):
@@ -339,7 +361,10 @@ def parse_args(argv=None):
     parser.add_argument("--out", help="output root (default runs/<profile>)")
     parser.add_argument("--cell-timeout", type=int, default=None, help="seconds a cell may run (default: no limit)")
     parser.add_argument("--list", action="store_true", help="list notebooks and whether they are up to date")
-    parser.add_argument("--check-env", action="store_true", help="check the environment and exit")
+    parser.add_argument("--check-env", action="store_true",
+                        help="check the environment and what the chosen notebooks need (data, GPU), then exit")
+    parser.add_argument("--no-preflight", action="store_true",
+                        help="start even if the check of data, GPU and packages finds something missing")
     args = parser.parse_args(argv)
     unknown = [p for p in args.papers if p not in PAPERS]
     if unknown:
@@ -349,10 +374,8 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.check_env:
-        return check_environment()
     try:
-        return run_batch(args)
+        return check_environment(args) if args.check_env else run_batch(args)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -29,7 +29,7 @@ def crowd():
 
 
 def expected_total(split, s):
-    return int(np.floor(RATES[s] * (split == s).sum() + 0.5))
+    return round((split == s).sum() * RATES[s])  # one kind: the official round(n x rate x 1.0), halves to even
 
 
 def check_consistency(out, A=None):
@@ -75,15 +75,19 @@ def test_human_noise_uses_only_labels_that_a_disagreeing_annotator_gave(crowd):
     assert np.all(votes_for_gold[maj] < votes_for_noisy[maj])  # a gold tie would have kept the gold label
 
 
-def test_composition_never_noises_an_item_twice(crowd):
+@pytest.mark.parametrize("compat", [True, False])
+def test_composition_never_noises_an_item_twice(crowd, compat):
     A, y, split = crowd
     mix = {k: 1 / len(KINDS) for k in KINDS}
-    out = compose(A, y, K, rate=0.2, mix=mix, split=split, seed=11, transition=PAIRFLIP, hard_threshold=0.3)
-    plan = noise_targets(split, 0.2, mix)
+    out = compose(A, y, K, rate=0.2, mix=mix, split=split, seed=11, transition=PAIRFLIP, hard_threshold=0.3,
+                  compat=compat)
+    plan = noise_targets(split, 0.2, mix, compat=compat)
     for s in ("train", "val", "test"):
         in_s = split == s
         per_stage = sum(out.info["noised"][s].values())  # what each stage reports it changed
-        assert per_stage == sum(plan[s].values()) == int(np.floor(0.2 * in_s.sum() + 0.5))
+        n = int(in_s.sum())
+        total = sum(round(n * 0.2 * mix[k]) for k in KINDS) if compat else int(np.floor(0.2 * n + 0.5))
+        assert per_stage == sum(plan[s].values()) == total
         assert (out.noisy[in_s] != y[in_s]).sum() == per_stage  # a re-noised item would make this smaller
         assert out.counts()[s] == {k: plan[s][k] for k in KINDS}
     check_consistency(out, A)
@@ -163,16 +167,18 @@ def test_official_order_gives_the_spec_shares_on_a_hand_built_matrix():
     assert np.array_equal(out.kind, block)
     assert np.all(out.noisy[out.kind == "hard"] == 2) and np.all(out.noisy[out.kind == "dissenting_label"] == 1)
     # TweetNLP-5 style: 4 % dissenting worker + 1 % dissenting label of each split
-    out = compose(A, y, 3, rate=0.05, mix={"rogue": 0.8, "missed": 0.2}, split=split, seed=0)
-    assert out.counts() == {s: {"dissenting_worker": 4, "dissenting_label": 1} for s in ("train", "test")}
+    for compat in (True, False):
+        out = compose(A, y, 3, rate=0.05, mix={"rogue": 0.8, "missed": 0.2}, split=split, seed=0, compat=compat)
+        assert out.counts() == {s: {"dissenting_worker": 4, "dissenting_label": 1} for s in ("train", "test")}
     # official docstring example: 10,000 items at 0.05 with [0.4, 0.3, 0.2, 0.1] -> 200/150/100/50
     mix = from_official_params([0.4, 0.3, 0.2, 0.1, 0.6, True])["mix"]
     assert noise_targets(np.zeros(10000), 0.05, mix)[0.0] == {
         "hard": 200, "dissenting_worker": 150, "malicious": 100, "dissenting_label": 50}
 
 
-def test_targets_round_half_up_and_shares_add_up():
-    t = noise_targets(np.array(["a"] * 1010 + ["b"] * 30), {"a": 0.05, "b": 0.05}, {"worker": 0.8, "label": 0.2})
+def test_our_targets_round_half_up_and_shares_add_up():
+    t = noise_targets(np.array(["a"] * 1010 + ["b"] * 30), {"a": 0.05, "b": 0.05}, {"worker": 0.8, "label": 0.2},
+                      compat=False)
     assert t == {"a": {"dissenting_worker": 41, "dissenting_label": 10},  # round(50.5) = 51 = 40.4 + 10.1 + 1
                  "b": {"dissenting_worker": 2, "dissenting_label": 0}}  # round(1.5) = 2 = 1.6 + 0.4
     with pytest.raises(ConfigError, match=r"missing: \['b'\]"):
@@ -181,6 +187,51 @@ def test_targets_round_half_up_and_shares_add_up():
         noise_targets(np.array(["a"]), 0.1, {"uniform": 0.5})
     with pytest.raises(ConfigError, match="unknown annotation noise kind 'typo'"):
         noise_targets(np.array(["a"]), 0.1, {"typo": 1.0})
+
+
+def test_official_targets_round_each_kind_on_its_own_with_pythons_round():
+    split = np.array(["a"] * 1010 + ["b"] * 30 + ["c"] * 50 + ["d"] * 70)
+    mix = {"worker": 0.8, "label": 0.2}
+    official = noise_targets(split, 0.05, mix)  # compat=True is the default
+    ours = noise_targets(split, 0.05, mix, compat=False)
+    assert official == {"a": {"dissenting_worker": 40, "dissenting_label": 10},  # 40.4 -> 40, 10.1 -> 10: 50, not 51
+                        "b": {"dissenting_worker": 1, "dissenting_label": 0},  # 1.2 -> 1, 0.3 -> 0: 1, not 2
+                        "c": {"dissenting_worker": 2, "dissenting_label": 0},  # 2.0 -> 2, 0.5 -> 0 (to even)
+                        "d": {"dissenting_worker": 3, "dissenting_label": 1}}  # 2.8 -> 3, 0.7 -> 1
+    assert ours == {"a": {"dissenting_worker": 41, "dissenting_label": 10},
+                    "b": {"dissenting_worker": 2, "dissenting_label": 0},
+                    "c": {"dissenting_worker": 2, "dissenting_label": 1},  # round(2.5) = 3 (halves up) = 2.0 + 0.5 + 1
+                    "d": {"dissenting_worker": 3, "dissenting_label": 1}}
+    one = {"uniform": 1.0}  # a single kind: Python's round(2.5) = 2 vs halves up 3; 3.5 -> 4 either way
+    assert noise_targets(split, 0.05, one)["c"] == {"uniform": 2}
+    assert noise_targets(split, 0.05, one, compat=False)["c"] == {"uniform": 3}
+    assert noise_targets(split, 0.05, one)["d"] == noise_targets(split, 0.05, one, compat=False)["d"] == {"uniform": 4}
+    # compose applies them
+    y = np.zeros(50, dtype=np.int64)
+    A = np.ones((50, 3), dtype=np.int64)  # everyone dissents
+    assert compose(A, y, 2, rate=0.05, mix=mix, seed=0).counts() == {"all": {"dissenting_worker": 2}}
+    assert compose(A, y, 2, rate=0.05, mix=mix, seed=0, compat=False).counts() == {
+        "all": {"dissenting_worker": 2, "dissenting_label": 1}}
+
+
+def test_official_hard_rule_ties_by_first_column_and_threshold_on_the_columns():
+    # 5 annotation columns, gold 0 everywhere, threshold 0.4: the official rule needs >= 0.4 x 5 = 2 votes
+    A = np.array([[1, 2, 2, 1, 0],     # 1 and 2 tie (2 votes each): official takes 1 (first seen in column 0)
+                  [0, 2, 1, 1, 2],     # tie again: official takes 2 (column 1 before column 2)
+                  [0, 0, 2, 2, 0],     # gold 3 votes, minority 2 with 2 votes (a 3-2 split): 2 for both rules
+                  [0, 1, -1, -1, -1],  # 1 of the item's 2 annotations (>= 0.8) but 1 of 5 columns (< 2)
+                  [0, 0, 0, 0, 1]])    # 1 vote: below the threshold under both rules
+    y = np.zeros(5, dtype=np.int64)
+    for seed in range(10):
+        out = hard_minority(A, y, 3, "all", threshold=0.4, seed=seed)
+        assert np.array_equal(out.noisy, [1, 2, 2, 0, 0]) and out.info["hard_base"] == "columns"
+    ours = [hard_minority(A, y, 3, "all", threshold=0.4, seed=seed, compat=False) for seed in range(20)]
+    assert all(np.array_equal(o.noised, [True, True, True, True, False]) for o in ours)
+    assert all(o.noisy[2] == 2 and o.noisy[3] == 1 for o in ours)
+    assert {o.noisy[0] for o in ours} == {1, 2} and {o.noisy[1] for o in ours} == {1, 2}  # ties at random
+    assert noise_capacity(A, y, 3, kinds=["hard"], hard_threshold=0.4) == {"all": {"hard": 3}}
+    assert noise_capacity(A, y, 3, kinds=["hard"], hard_threshold=0.4, compat=False) == {"all": {"hard": 4}}
+    assert from_official_params("[1,0,0,0,0.4,true]")["compat"] is True
 
 
 def test_dissenting_worker_applies_one_annotator_at_a_time():
@@ -236,8 +287,11 @@ def test_hard_threshold_selects_three_two_splits_only():
         hard_minority(A, y, 3, 33 / 100, threshold=0.4)
     A = A.copy()
     A[:16, 4] = -1  # 3-1 with one missing: 1/4 of the item's annotators, 1/5 of the columns
-    assert noise_capacity(A, y, 3, kinds=["hard"], hard_threshold=0.25)["all"]["hard"] == 32
-    assert noise_capacity(A, y, 3, kinds=["hard"], hard_threshold=0.25, hard_base="columns")["all"]["hard"] == 16
+    assert noise_capacity(A, y, 3, kinds=["hard"], hard_threshold=0.25, compat=False)["all"]["hard"] == 32
+    assert noise_capacity(A, y, 3, kinds=["hard"], hard_threshold=0.25, hard_base="columns",
+                          compat=False)["all"]["hard"] == 16
+    assert noise_capacity(A, y, 3, kinds=["hard"], hard_threshold=0.25)["all"]["hard"] == 16  # official: columns
+    assert noise_capacity(A, y, 3, kinds=["hard"], hard_threshold=0.25, hard_base="item")["all"]["hard"] == 32
 
 
 def test_inputs_are_validated():
@@ -260,6 +314,20 @@ def test_inputs_are_validated():
 def test_trace_transition_is_row_stochastic_with_the_trace():
     T = trace_transition(3, 0.2, prior=[0.5, 0.2, 0.3], seed=1)
     assert np.allclose(T.sum(axis=1), 1) and np.trace(T) == pytest.approx(3 * 0.8)
+
+
+def test_trace_transition_over_the_classes_present():
+    # class 2 has no items (a subsample): cleanlab rejects every matrix for a zero prior, so the matrix is drawn
+    # over classes 0 and 1 (trace 2 x 0.8) and class 2 keeps an identity row and receives no flips
+    T = trace_transition(3, 0.2, prior=[0.6, 0.4, 0.0], seed=1)
+    assert np.allclose(T.sum(axis=1), 1)
+    assert np.array_equal(T[2], [0, 0, 1]) and np.all(T[:2, 2] == 0)
+    assert T[0, 0] + T[1, 1] == pytest.approx(2 * 0.8)
+    y = np.repeat([0, 1], [600, 400])
+    out = compose(None, y, 3, rate=0.2, mix="class_dependent", transition=T, seed=0)
+    assert out.noised.sum() == 200 and not np.any(out.noisy == 2)
+    with pytest.raises(ConfigError, match=r"at least 2 classes; the prior gives items only to class \[1\] of 3"):
+        trace_transition(3, 0.2, prior=[0, 5, 0])
 
 
 def test_explicit_targets_override_rate_and_mix():

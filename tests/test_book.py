@@ -34,7 +34,8 @@ def test_assemble_writes_toc_scorecard_and_pages(tmp_path, monkeypatch):
     out_dir.mkdir(parents=True)
     pd.DataFrame({"item": ["Table I"], "dataset": ["MNIST"], "metric": ["voters"], "paper": [4], "ours": [4],
                   "diff": [0], "source": ["paper"]}).to_csv(out_dir / "comparison.csv", index=False)
-    (out_dir / "claims.json").write_text(json.dumps([{"claim": "c", "holds": False, "detail": "d"}]))
+    (out_dir / "claims.json").write_text(json.dumps([{"claim": "c", "holds": False, "detail": "d"},
+                                                     {"claim": "e", "holds": None, "detail": "not computed"}]))
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title")])
     (runs / "smoke" / "ciln" / "01_benchmark.ipynb").write_text(nbformat.writes(nb))
     record = {"status": "ok", "output_notebook": "ciln/01_benchmark.ipynb", "out_dir": "ciln/01_benchmark",
@@ -50,8 +51,8 @@ def test_assemble_writes_toc_scorecard_and_pages(tmp_path, monkeypatch):
     assert chapters[0] == {"file": "papers/ciln/index", "sections": [{"file": "papers/ciln/01_benchmark"}]}
     assert [c["file"] for c in chapters[1:]] == [f"papers/{p}/index" for p in ("benchmark_n", "lnlfn", "plench", "noisywikihow")]
     scorecard = (book / "scorecard.md").read_text()
-    assert "| [ciln](papers/ciln/index.md) | 10 | 1 | 0 | 9 | 1/1 | 0/1 |" in scorecard
-    assert "| c | **no** | d |" in scorecard
+    assert "| [ciln](papers/ciln/index.md) | 10 | 1 | 0 | 9 | 1/1 | 0/1 (1 not run) |" in scorecard
+    assert "| c | **no** | d |" in scorecard and "| e | not run | not computed |" in scorecard
     index = (book / "papers" / "ciln" / "index.md").read_text()
     assert "| Table I |" in index and "[01_benchmark](01_benchmark.ipynb) | ok |" in index
     assert "| Fig. 1 |" in index and "| not run |" in index  # a notebook exists but is not in the manifest

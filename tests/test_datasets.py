@@ -7,7 +7,7 @@ import pytest
 
 from shared.datasets import list_datasets, load_dataset
 from shared.datasets.offline import adult_like_frame
-from shared.datasets.writers import write_adult, write_cifar10, write_idx
+from shared.datasets.writers import write_adult, write_cifar10, write_idx, write_lfs_pointer
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 
 
@@ -121,6 +121,49 @@ def test_adult_bad_labels_are_a_format_error(tmp_path):
     (folder / "adult.data").write_text(bad + "\n")
     (folder / "adult.test").write_text(bad + "\n")
     with pytest.raises(DataFormatError, match="income labels must be"):
+        load_dataset("adult", data_dir=tmp_path)
+
+
+def test_adult_with_a_byte_order_mark_reads_like_without(tmp_path):
+    folder = tmp_path / "adult"
+    folder.mkdir()
+    (folder / "adult.data").write_bytes(b"\xef\xbb\xbf" + ("\n".join(ADULT_ROWS) + "\n").encode())
+    (folder / "adult.test").write_text("\n".join(ADULT_ROWS) + "\n")
+    ds = load_dataset("adult", data_dir=tmp_path)
+    assert ds.train.X["age"].tolist() == ds.test.X["age"].tolist() == [39.0, 38.0]
+
+
+def test_adult_random_bytes_and_non_numeric_columns_name_the_file(tmp_path):
+    folder = tmp_path / "adult"
+    folder.mkdir()
+    (folder / "adult.test").write_text("\n".join(ADULT_ROWS) + "\n")
+    (folder / "adult.data").write_bytes(np.random.default_rng(0).integers(0, 256, 3000, dtype=np.uint8).tobytes())
+    with pytest.raises(DataFormatError, match=r"adult\.data is not UTF-8 text"):
+        load_dataset("adult", data_dir=tmp_path)
+    (folder / "adult.data").write_text(ADULT_ROWS[0].replace("39,", "old,", 1) + "\n")
+    with pytest.raises(DataFormatError, match=r"adult\.data: column 'age' must be numeric"):
+        load_dataset("adult", data_dir=tmp_path)
+
+
+def test_git_lfs_pointers_in_place_of_cifar_mnist_and_adult_files(tmp_path):
+    write_cifar(tmp_path / "cifar-10-batches-py")
+    write_lfs_pointer(tmp_path / "cifar-10-batches-py" / "data_batch_3", b"x" * 30_000_000)
+    with pytest.raises(DataFormatError, match=r"data_batch_3 is a git-LFS pointer.*git lfs pull"):
+        load_dataset("cifar10", data_dir=tmp_path)
+    images = np.zeros((3, 28, 28), dtype=np.uint8)
+    for name, array in [("train-images-idx3-ubyte", images), ("train-labels-idx1-ubyte", np.arange(3)),
+                        ("t10k-images-idx3-ubyte", images), ("t10k-labels-idx1-ubyte", np.arange(3))]:
+        write_idx(tmp_path / "mnist" / name, array)
+    write_lfs_pointer(tmp_path / "mnist" / "t10k-images-idx3-ubyte", b"x" * 100)
+    with pytest.raises(DataFormatError, match=r"t10k-images-idx3-ubyte is a git-LFS pointer"):
+        load_dataset("mnist", data_dir=tmp_path)
+    (tmp_path / "mnist" / "t10k-images-idx3-ubyte").unlink()
+    (tmp_path / "mnist" / "t10k-images-idx3-ubyte.gz").write_bytes(gzip.compress(b"\x00" * 50)[:20])
+    with pytest.raises(DataFormatError, match=r"idx3-ubyte\.gz is not a readable gzip file"):
+        load_dataset("mnist", data_dir=tmp_path)
+    write_lfs_pointer(tmp_path / "adult" / "adult.data", b"x" * 100)
+    write_lfs_pointer(tmp_path / "adult" / "adult.test", b"x" * 100)
+    with pytest.raises(DataFormatError, match=r"adult\.data is a git-LFS pointer"):
         load_dataset("adult", data_dir=tmp_path)
 
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from shared.errors import ConfigError
+from shared.errors import ConfigError, DataFormatError
 from shared.noise import (
     anchor_transition, apply_transition, empirical_transition, instance_dependent_flip_probabilities,
     instance_dependent_noise, make_noisy_labels, noise_rate, pairflip_transition, symmetric_transition,
@@ -92,3 +92,77 @@ def test_anchor_points_recover_T(rng):
 def test_empirical_transition_known_value():
     T = empirical_transition([0, 0, 0, 1], [0, 1, 1, 1], 3)
     assert np.allclose(T, [[1 / 3, 2 / 3, 0], [0, 1, 0], [0, 0, 1]])
+
+
+def test_noise_needs_at_least_two_classes():
+    y = np.zeros(10, dtype=np.int64)
+    for call in (lambda: symmetric_transition(1, 0.2), lambda: pairflip_transition(1, 0.2),
+                 lambda: make_noisy_labels("symmetric", y, 1, 0.2),
+                 lambda: instance_dependent_noise(np.ones((10, 3)), y, 1, 0.2, np.random.default_rng(0))):
+        with pytest.raises(ConfigError, match="at least 2 classes"):
+            call()
+
+
+def test_empirical_transition_rejects_labels_out_of_range():
+    with pytest.raises(ConfigError, match=r"noisy labels: labels must lie in 0..2, found 0..3"):
+        empirical_transition([0, 1, 2], [0, 1, 3], 3)
+    with pytest.raises(ConfigError, match=r"clean labels: labels must lie in 0..2"):
+        empirical_transition([0, -1, 2], [0, 1, 2], 3)  # -1 would silently count as class 2
+
+
+def test_anchor_transition_rejects_non_finite_posteriors():
+    probs = np.full((5, 3), 1 / 3)
+    probs[2, 1] = np.nan
+    with pytest.raises(ConfigError, match=r"NaN or infinite values in 1 of 5 rows"):
+        anchor_transition(probs)
+
+
+def test_instance_dependent_noise_rejects_non_finite_features_and_wrong_row_counts(rng):
+    X = rng.normal(size=(100, 6))
+    y = rng.integers(0, K, 100)
+    for bad in (np.nan, np.inf):
+        Xb = X.copy()
+        Xb[7, 2] = bad
+        with pytest.raises(DataFormatError, match=r"in 1 of 100 rows and 1 of 6 columns; .*impute .* or drop"):
+            instance_dependent_noise(Xb, y, K, 0.3, np.random.default_rng(0))
+    with pytest.raises(ConfigError, match=r"one row per label: got 99 rows .* for 100 labels"):
+        instance_dependent_noise(X[:99], y, K, 0.3, np.random.default_rng(0))
+    with pytest.raises(ConfigError, match=r"got 200 rows .* for 100 labels"):  # used to be reshaped silently
+        instance_dependent_noise(X.reshape(200, 3), y, K, 0.3, np.random.default_rng(0))
+    images = rng.normal(size=(100, 2, 3))  # images are flattened, one per label
+    assert instance_dependent_flip_probabilities(images, y, K, 0.3, np.random.default_rng(0)).shape == (100, K)
+
+
+def test_instance_dependent_noise_is_xia_projection_without_row_normalisation():
+    # the reference computation (Xia et al.'s get_instance_noisy_label) on 3 items, flip rate fixed (rate_std=0)
+    X = np.array([[1.0, 2.0], [0.5, -1.0], [3.0, 0.0]])
+    y = np.array([0, 2, 1])
+    probs = instance_dependent_flip_probabilities(X, y, 3, 0.4, np.random.default_rng(5), rate_std=0)
+    W = np.random.default_rng(5).standard_normal((3, 2, 3))
+    expected = np.zeros((3, 3))
+    for i in range(3):
+        s = X[i] @ W[y[i]]
+        s[y[i]] = -np.inf
+        expected[i] = 0.4 * np.exp(s - s.max()) / np.exp(s - s.max()).sum()
+        expected[i, y[i]] = 0.6
+    assert np.allclose(probs, expected)
+    for option in ("standardize", "normalize_rows"):
+        changed = instance_dependent_flip_probabilities(X, y, 3, 0.4, np.random.default_rng(5), rate_std=0,
+                                                        **{option: True})
+        assert not np.allclose(changed, expected)
+
+
+def test_row_normalisation_spreads_the_flip_targets_on_digits():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+
+    def largest_target_share(**kw):
+        probs = instance_dependent_flip_probabilities(X, y, 10, 0.3, np.random.default_rng(0), **kw)
+        other = probs.copy()
+        other[np.arange(len(y)), y] = 0
+        return float(np.mean(other.max(1) / other.sum(1)))
+
+    assert largest_target_share() > 0.9  # Xia's projection of the raw pixels: the flip mass goes to one class
+    assert largest_target_share(standardize=True) > 0.7  # unit-variance columns: still mostly one class
+    assert largest_target_share(standardize=True, normalize_rows=True) < 0.45  # rows of length 1: spread out

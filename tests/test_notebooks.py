@@ -96,7 +96,8 @@ PLENCH_CHECKS = {
 # VADER-panel analogue of the MTurk study, and better selection (rank) after correction.
 LNLFN_CHECKS = {
     "00_data_and_noising": [
-        "Every fixed-rate benchmark noises exactly round(rate x n) items in each split (official noiser)",
+        "Every fixed-rate benchmark noises exactly the official noiser's count in each split (per noise type, "
+        "round(n x rate x share))",
         "The benchmarks' noise is entirely human-originated (every noisy label is some annotator's label)"],
     "01_noise_realism": [
         "Table 5 (vader): uniform noise is farther from the clean losses than every human-originated noise",

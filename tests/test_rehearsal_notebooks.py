@@ -5,6 +5,7 @@ first trains the full voter pools (minutes even at the rehearsal's scale)."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +36,29 @@ def test_quick_notebooks_run_the_full_profile_on_rehearsal_data(rehearsal, paper
     for key, record in ours.items():
         assert record["status"] == "ok", f"{key} failed: {record['error']}\n{logs[paper].stderr[-3000:]}"
         assert record["parameters"]["profile"] == "full" and "comparison.csv" in record["outputs"]
+
+
+def test_lnlfn_mturk_page_without_acl_imdb_still_gives_its_verdict(rehearsal, tmp_path):
+    """LNLFN 04 with the MTurk releases but no aclImdb: Tables 2-9 are compared and claimed, Fig. 5 (the only item
+    needing the reviews) is skipped with the reason and its claim is "not run"."""
+    records, _ = rehearsal
+    complete = records["lnlfn/04_mturk_reanalysis.ipynb"]
+    decided = json.loads((Path(complete["parameters"]["out_dir"]) / "claims.json").read_text())
+    assert decided and all(c["holds"] is not None for c in decided), "with every input present nothing is skipped"
+    source = complete["parameters"]["data_dir"]
+    without = tmp_path / "data"
+    without.mkdir()
+    for entry in Path(source).iterdir():
+        if entry.name != "aclImdb":
+            (without / entry.name).symlink_to(entry)
+    out = tmp_path / "runs"
+    log = subprocess.run(
+        [sys.executable, "-m", "shared.run", "lnlfn", "--profile", "full", "-f", "lnlfn/params/rehearsal.yaml",
+         "-p", "data_dir", str(without), "-p", "device", "cpu", "--only", "04_mturk_reanalysis", "--out", str(out)],
+        cwd=REPO_ROOT, capture_output=True, text=True)
+    record = json.loads((out / "manifest.json").read_text())["notebooks"]["lnlfn/04_mturk_reanalysis.ipynb"]
+    assert record["status"] == "ok", f"{record['error']}\n{log.stderr[-3000:]}"
+    claims = json.loads((out / "lnlfn" / "04_mturk_reanalysis" / "claims.json").read_text())
+    not_run = [c for c in claims if c["holds"] is None]
+    assert [c["claim"][:7] for c in not_run] == ["Fig. 5 "] and "aclImdb" in not_run[0]["detail"]
+    assert len(claims) > 10  # every table claim of both datasets was decided

@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 
 from shared.errors import ConfigError  # noqa: E402
 from shared.plotting import save_figure, set_style  # noqa: E402
-from shared.report import NotebookReport, compare_with_paper, reported  # noqa: E402
+from shared.report import NotebookReport, compare_with_paper, reported, verdict  # noqa: E402
 
 PAPER = pd.DataFrame({
     "item": ["T1"] * 4, "dataset": ["A", "A", "B", "B"], "metric": ["acc", "n", "acc", "n"],
@@ -46,11 +46,31 @@ def test_notebook_report_writes_comparison_claims_and_summary(tmp_path, monkeypa
     assert table["diff"].iloc[0] == 0
     report.claim("a", True)
     report.claim("b", False, "why")
+    report.claim("c", None, "its algorithm was not run")
     claims = report.finish()
-    assert claims["holds"].tolist() == [True, False]
+    assert claims["verdict"].tolist() == ["yes", "no", "not run"]
+    stored = json.loads((tmp_path / "claims.json").read_text())
+    assert [c["holds"] for c in stored] == [True, False, None]
     summary = json.loads((tmp_path / "report.json").read_text())
-    assert summary["claims_holding"] == 1 and summary["paper_numbers_with_ours"] == 1
+    assert summary["claims_holding"] == 1 and summary["claims_not_run"] == 1
+    assert summary["paper_numbers_with_ours"] == 1
     assert len(pd.read_csv(tmp_path / "comparison.csv")) == 3
+
+
+def test_a_claim_on_a_missing_input_is_not_run(tmp_path):
+    report = NotebookReport("ciln", "01_benchmark", tmp_path, "smoke")
+    nan = float("nan")
+    record = report.claim("DivideMix beats ERM", holds=verdict(nan > 0.5, 0.5, nan), detail="DM nan")
+    assert record["holds"] is None and record["verdict"] == "not run"
+    assert report.claim("ERM beats chance", holds=verdict(True, 0.9, 0.1))["verdict"] == "yes"
+    assert verdict(np.bool_(False), 0.3) is False and verdict(False, None) is None
+
+
+def test_claim_verdict_must_be_a_bool_or_none(tmp_path):
+    report = NotebookReport("ciln", "01_benchmark", tmp_path, "smoke")
+    report.claim("numpy bools are fine", np.bool_(True))
+    with pytest.raises(ConfigError, match="True, False or None"):
+        report.claim("a NaN comparison is not a verdict", float("nan"))
 
 
 def test_reported_numbers_errors():

@@ -115,15 +115,37 @@ def test_killed_batch_resumes_without_redoing_finished_notebooks(papers, tmp_pat
     assert second["ciln/03_ok.ipynb"]["status"] == "ok"
 
 
-def test_full_profile_without_data_fails_with_the_clear_message(tmp_path, monkeypatch, capsys):
-    """The real CILN notebook in the full profile, with an empty data folder."""
+def test_full_profile_without_data_stops_before_any_notebook_with_the_clear_message(tmp_path, monkeypatch, capsys):
+    """The real CILN notebooks in the full profile, with an empty data folder: the preflight names every missing
+    file; with --no-preflight the notebook itself fails with the same message."""
     monkeypatch.setenv("NOISY_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("NOISY_DATA_DIR", str(tmp_path / "no-data"))
     monkeypatch.delenv("NOISY_PAPERS_ROOT", raising=False)
-    assert main(["ciln", "--profile", "full", "--only", "01_benchmark"]) == 1
+    monkeypatch.setattr("shared.preflight.cuda_available", lambda: False)
+    assert main(["ciln", "--profile", "full", "--only", "0[16]_*", "-p", "device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "nothing was run" in err and "no CUDA GPU is visible" in err
+    for missing in ("CIFAR-10 not found", "no-data/cifar-10-batches-py", "CIFAR-10H not found", "PL-IDN tier L",
+                    "pretrained weights of voter 'deit3_small'", "TabPFN v1 checkpoint"):
+        assert missing in err
+    assert "needed by ciln/06_tv.ipynb)" in err and not (tmp_path / "runs" / "full" / "manifest.json").exists()
+
+    assert main(["ciln", "--check-env", "--profile", "full", "--only", "01_*"]) == 1
+    assert "CIFAR-10 not found" in capsys.readouterr().out
+
+    assert main(["ciln", "--profile", "full", "--only", "01_benchmark", "--no-preflight"]) == 1
     record = manifest_of(tmp_path / "runs" / "full")["ciln/01_benchmark.ipynb"]
     assert record["status"] == "failed"
     assert "DataNotFoundError: CIFAR-10 not found" in record["error"] and "no-data/cifar-10-batches-py" in record["error"]
+
+
+def test_relative_data_dir_is_resolved_against_the_working_folder(papers, tmp_path, monkeypatch):
+    write_notebook(papers / "01_ok.ipynb", 'import pathlib\npathlib.Path(out_dir, "where.txt").write_text(str(data_dir))')
+    (papers / "02_fail.ipynb").unlink()
+    (papers / "03_ok.ipynb").unlink()
+    monkeypatch.chdir(tmp_path)
+    assert main(["ciln", "-p", "data_dir", "my-data"]) == 0
+    assert (tmp_path / "runs/smoke/ciln/01_ok/where.txt").read_text() == str(tmp_path / "my-data")
 
 
 def manifest_of(folder):

@@ -68,7 +68,7 @@ def shot_noise(images, severity, rngs):
 
 
 def impulse_noise(images, severity, rngs):
-    return cifar.impulse_noise(images, severity, rngs, amounts=PARAMS["impulse_noise"])
+    return cifar.impulse_noise(images, severity, rngs, params=PARAMS["impulse_noise"])
 
 
 def glass_blur(images, severity, rngs):
@@ -77,7 +77,9 @@ def glass_blur(images, severity, rngs):
     positions = (SIZE - 2 * delta) ** 2
     draws = [(rng.integers(-delta, delta, size=(passes * positions, 2)), rng.random(passes * positions) < 0.5)
              for rng in rngs]
-    swapped = glass_swaps(blurred, delta, np.stack([d[0] for d in draws]), np.stack([d[1] for d in draws]))
+    # A true swap: on grey (H, W) images the official tuple assignment exchanges scalars (MNIST-C's
+    # corruptions.py), unlike CIFAR-10-C's colour pixels, which are views and get copied (cifar.glass_blur).
+    swapped = glass_swaps(blurred, delta, np.stack([d[0] for d in draws]), np.stack([d[1] for d in draws]), mode="swap")
     return np.clip(np.stack([gaussian(xi / 255.0, sigma=sigma) for xi in swapped]), 0, 1) * 255
 
 

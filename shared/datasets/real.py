@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from shared.datasets import Dataset, Split, register
+from shared.datasets.files import check_not_lfs_pointer, read_csv
 from shared.errors import DataFormatError, DataNotFoundError
 from shared.paths import data_dir as resolve_data_dir
 
@@ -61,6 +62,7 @@ CIFAR10_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
 
 def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """One pickled CIFAR-10 batch: images (n, 32, 32, 3) uint8 and labels (n,) int64."""
+    path = check_not_lfs_pointer(path)
     try:
         with open(path, "rb") as f:
             batch = pickle.load(f, encoding="bytes")
@@ -73,8 +75,8 @@ def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1).copy(), np.asarray(labels, dtype=np.int64)
 
 
-@register("cifar10", kind="real", modality="image", description="CIFAR-10, 50,000 + 10,000 RGB 32x32, 10 classes")
-def load_cifar10(data_dir=None) -> Dataset:
+def locate_cifar10(data_dir=None) -> Path:
+    """The folder holding CIFAR-10's python batches; DataNotFoundError naming where it looked if absent."""
     root = resolve_data_dir(data_dir)
     candidates = [root / "cifar-10-batches-py", root / "cifar10" / "cifar-10-batches-py", root / "cifar10"]
     folder = _first_existing(candidates, CIFAR10_FILES)
@@ -85,6 +87,12 @@ def load_cifar10(data_dir=None) -> Dataset:
             "Download 'CIFAR-10 python version' (cifar-10-python.tar.gz) from https://www.cs.toronto.edu/~kriz/cifar.html "
             f"and extract it into {root} (it creates cifar-10-batches-py/).",
         )
+    return folder
+
+
+@register("cifar10", kind="real", modality="image", description="CIFAR-10, 50,000 + 10,000 RGB 32x32, 10 classes")
+def load_cifar10(data_dir=None) -> Dataset:
+    folder = locate_cifar10(data_dir)
     parts = [read_cifar_batch(folder / f"data_batch_{i}") for i in range(1, 6)]
     train = Split(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
     test = Split(*read_cifar_batch(folder / "test_batch"))
@@ -102,9 +110,13 @@ MNIST_FILES = {
 
 def read_idx(path: Path) -> np.ndarray:
     """An IDX file of unsigned bytes (MNIST's format), gzipped or not."""
+    path = check_not_lfs_pointer(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        raw = f.read()
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except (gzip.BadGzipFile, EOFError) as e:
+        raise DataFormatError(f"{path} is not a readable gzip file ({e}); download it again") from None
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
         raise DataFormatError(f"{path} is not an IDX file of unsigned bytes (magic 0x0000080N)")
     ndim = raw[3]
@@ -115,8 +127,8 @@ def read_idx(path: Path) -> np.ndarray:
     return data.reshape(shape)
 
 
-@register("mnist", kind="real", modality="image", description="MNIST, 60,000 + 10,000 grey 28x28, 10 classes")
-def load_mnist(data_dir=None) -> Dataset:
+def locate_mnist(data_dir=None) -> Path:
+    """The folder holding MNIST's four IDX files; DataNotFoundError naming where it looked if absent."""
     root = resolve_data_dir(data_dir)
     candidates = [root / "MNIST" / "raw", root / "mnist", root]
     folder = _first_existing(candidates, list(MNIST_FILES.values()))
@@ -127,6 +139,12 @@ def load_mnist(data_dir=None) -> Dataset:
             "Put the four IDX files (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], t10k-...) there, "
             "e.g. with torchvision.datasets.MNIST(root, download=True) on a machine with internet access.",
         )
+    return folder
+
+
+@register("mnist", kind="real", modality="image", description="MNIST, 60,000 + 10,000 grey 28x28, 10 classes")
+def load_mnist(data_dir=None) -> Dataset:
+    folder = locate_mnist(data_dir)
     arr = {k: read_idx(_find(folder, v)) for k, v in MNIST_FILES.items()}
     for split in ("train", "test"):
         if arr[f"{split}_images"].ndim != 3 or len(arr[f"{split}_images"]) != len(arr[f"{split}_labels"]):
@@ -139,9 +157,7 @@ def load_mnist(data_dir=None) -> Dataset:
 # ---------------------------------------------------------------------------------------------- Adult
 def read_adult_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     """UCI ``adult.data``/``adult.test``: features (fnlwgt dropped) and labels (1 = >50K); '?' becomes NaN."""
-    frame = pd.read_csv(
-        path, header=None, names=list(ADULT_COLUMNS), na_values="?", skipinitialspace=True, comment="|",
-    )
+    frame = read_csv(path, header=None, names=list(ADULT_COLUMNS), na_values="?", skipinitialspace=True, comment="|")
     if frame.shape[1] != len(ADULT_COLUMNS) or frame["income"].isna().all():
         raise DataFormatError(f"{path}: expected 15 comma-separated columns ending in the income label")
     income = frame.pop("income").astype(str).str.rstrip(".").str.strip()
@@ -150,12 +166,15 @@ def read_adult_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
         raise DataFormatError(f"{path}: income labels must be <=50K or >50K, found {sorted(unknown)[:3]}")
     frame = frame.drop(columns="fnlwgt")
     for col in ADULT_NUMERIC:
-        frame[col] = pd.to_numeric(frame[col], errors="raise").astype(float)
+        try:
+            frame[col] = pd.to_numeric(frame[col], errors="raise").astype(float)
+        except ValueError as e:
+            raise DataFormatError(f"{path}: column {col!r} must be numeric ({e})") from None
     return frame, (income == ">50K").to_numpy().astype(np.int64)
 
 
-@register("adult", kind="real", modality="tabular", description="UCI Adult census income, 13 features, >50K vs <=50K")
-def load_adult(data_dir=None, drop_missing: bool = True) -> Dataset:
+def locate_adult(data_dir=None) -> Path:
+    """The folder holding ``adult.data`` and ``adult.test``; DataNotFoundError naming where it looked if absent."""
     root = resolve_data_dir(data_dir)
     candidates = [root / "adult", root]
     folder = _first_existing(candidates, ["adult.data", "adult.test"])
@@ -165,6 +184,12 @@ def load_adult(data_dir=None, drop_missing: bool = True) -> Dataset:
             [c / "adult.data" for c in candidates],
             "Download adult.data and adult.test from https://archive.ics.uci.edu/dataset/2/adult.",
         )
+    return folder
+
+
+@register("adult", kind="real", modality="tabular", description="UCI Adult census income, 13 features, >50K vs <=50K")
+def load_adult(data_dir=None, drop_missing: bool = True) -> Dataset:
+    folder = locate_adult(data_dir)
     splits = []
     for name in ("adult.data", "adult.test"):
         X, y = read_adult_csv(_find(folder, name))

@@ -6,6 +6,7 @@ rehearsal data folder (stand-in data in the real formats) that the full profile 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import pickle
 from pathlib import Path
 
@@ -75,3 +76,12 @@ def write_adult(folder, train: pd.DataFrame, train_income, test: pd.DataFrame, t
         head = "|1x3 Cross validator\n" if name == "adult.test" else ""
         (folder / name).write_text(head + text)
     return folder
+
+
+def write_lfs_pointer(path, content: bytes) -> Path:
+    """The git-LFS pointer file git leaves at ``path`` for ``content`` when a clone skipped git-lfs."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("version https://git-lfs.github.com/spec/v1\n"
+                    f"oid sha256:{hashlib.sha256(content).hexdigest()}\nsize {len(content)}\n")
+    return path

@@ -7,9 +7,18 @@ Inputs shared by every function here:
   column position is the annotator's identity, as in the official noiser (``label_a{i}`` columns).
 * ``clean`` (n,) int in ``0..K-1``: the gold / final labels that get noised.
 * ``split`` (n,) of split names (e.g. "train"/"val"/"test"), or None for one split named ``"all"``.
-  Every split is noised to its own exact target: ``round(rate * n_split)`` items (halves round up), not a
-  Bernoulli rate.
+  Every split is noised to its own exact number of items per kind, not a Bernoulli rate (``noise_targets``).
 * ``seed``: an int or a ``numpy.random.Generator``; the same seed gives the same noise.
+* ``compat``: which rules settle the details the paper leaves open (``noise_targets``, ``hard``).
+  ``compat=True`` (default): the official noiser's (``code/human_noiser.py`` of github.com/dcx/lnlfm, which
+  produced the paper's benchmarks): each kind's target is ``round(n_split * rate * share)`` on its own, with
+  Python's ``round`` (halves to even); ``hard`` takes ties between wrong labels by the first annotation column
+  that gave them and counts its threshold in annotation columns. ``compat=False``: ours: the split's total is
+  ``round(rate * n_split)`` (halves up), shared among the kinds by largest remainder so the kinds always add
+  up to it; ``hard`` breaks ties at random and counts its threshold in the item's own annotations. The two
+  differ by one item in some kinds' targets for about a fifth of split sizes at the paper's 80/20 mixes (for
+  one kind alone, only where ``rate * n_split`` ends in .5); ``hard``'s eligible items and labels differ only
+  where wrong labels tie or annotations are missing, but its random draws differ, so the items picked do too.
 
 Noise kinds, in the order ``compose`` applies them (``KINDS``); an item is never noised twice:
 
@@ -17,8 +26,9 @@ Noise kinds, in the order ``compose`` applies them (``KINDS``); an item is never
   differs from the gold label; a tie that includes the gold label counts as gold, other ties are broken at
   random. Items are drawn uniformly among those that disagree (``rate="all"`` keeps all of them: TweetNLP-M).
 * ``hard`` — (official ``hard``; SNLI's "minority label of a 3-2 split") the most frequent non-gold
-  annotation of the item, eligible if at least ``hard_threshold`` of the item's annotators gave it. The
-  pool holds one entry per such annotation, so an item whose top wrong label has 3 votes is 3x as likely.
+  annotation of the item, eligible if at least ``hard_threshold`` of the annotators gave it (of the annotation
+  columns, or of the item's own annotators with ``compat=False``). The pool holds one entry per such
+  annotation, so an item whose top wrong label has 3 votes is 3x as likely.
 * ``dissenting_worker`` — (official ``rogue``) annotators in random order; each applies all of their
   annotations that disagree with the gold label, to items in random order, until every split reaches its
   target. The column is the worker; datasets without worker ids (SNLI) cannot use it.
@@ -73,6 +83,11 @@ ALIASES = {
     "classdep": "class_dependent", "class": "class_dependent", "symmetric": "uniform",
 }
 HARD_BASES = ("item", "columns")
+#: Where ``compat`` picks the rules, in one line each (for tables and notebooks).
+RULES = {True: "official (dcx/lnlfm code/human_noiser.py): per-kind round(n x rate x share), hard ties by "
+               "first annotation column, hard threshold x number of columns",
+         False: "ours: round(rate x n) per split (halves up) shared by largest remainder, hard ties at random, "
+                "hard threshold x the item's annotations"}
 _ALL = "all"
 
 
@@ -186,12 +201,20 @@ def _round_half_up(x: float) -> int:
     return int(math.floor(x + 0.5 + 1e-9))
 
 
-def noise_targets(split, rate, mix) -> dict:
+def _round_official(x: float) -> int:
+    return int(round(x))  # Python's round: halves to the even integer, as the official noiser
+
+
+def noise_targets(split, rate, mix, *, compat: bool = True) -> dict:
     """Exact number of items to noise, ``{split: {kind: count}}``.
 
-    A split's total is ``round(rate_s * n_s)`` (halves up); the total is shared among the kinds of ``mix``
-    by largest remainder (ties go to the kind applied first), so the per-kind counts always add up to it.
-    ``rate`` is a float for every split or a dict ``{split: rate}`` naming each split present.
+    ``compat=True`` (the official noiser, github.com/dcx/lnlfm ``code/human_noiser.py``): each kind's count is
+    ``round(n_s * rate_s * share)`` on its own, with Python's ``round`` (halves go to the even integer, on the
+    floating-point product computed in that order), so the kinds can add up to one item more or less than
+    ``round(rate_s * n_s)``; e.g. 50 items at 5 % with 80/20 shares give 2 + 0 (2.5 x 0.8 = 2, 2.5 x 0.2 = 0.5).
+    ``compat=False`` (ours): a split's total is ``round(rate_s * n_s)`` (halves up), shared among the kinds of
+    ``mix`` by largest remainder (ties go to the kind applied first), so the per-kind counts always add up to
+    it (50 items: 2 + 1). ``rate`` is a float for every split or a dict ``{split: rate}`` naming each split.
     """
     split = np.asarray(split)
     names = _unique_in_order(split)
@@ -211,7 +234,11 @@ def noise_targets(split, rate, mix) -> dict:
         r = float(rates[s])
         if not 0.0 <= r <= 1.0:
             raise ConfigError(f"the noise rate of split {s!r} must be in [0, 1], got {rates[s]}")
-        total = _round_half_up(r * int((split == s).sum()))
+        n_s = int((split == s).sum())
+        if compat:
+            out[s] = {k: _round_official(n_s * r * mix[k]) for k in mix}
+            continue
+        total = _round_half_up(r * n_s)
         kinds = list(mix)
         quota = np.array([total * mix[k] for k in kinds])
         base = np.floor(quota + 1e-9).astype(np.int64)
@@ -261,16 +288,34 @@ def crowd_majority_labels(A, clean, num_classes: int, *, k: int | None = None, s
     return pick
 
 
-def _hard_candidates(V, clean, rng, threshold: float, base: np.ndarray):
-    """Top non-gold label of each item (ties at random), its vote count, and whether it passes the rule."""
+def first_columns(A, num_classes: int) -> np.ndarray:
+    """(n, K) int: the first annotation column (from the left) that gave each class to each item; m if none."""
+    A = check_annotations(A, num_classes)
+    first = np.full((len(A), num_classes), A.shape[1], dtype=np.int64)
+    for a in range(A.shape[1] - 1, -1, -1):
+        rows = np.flatnonzero(A[:, a] >= 0)
+        first[rows, A[rows, a]] = a
+    return first
+
+
+def _hard_candidates(V, clean, rng, threshold: float, base: np.ndarray, first: np.ndarray | None = None):
+    """Top non-gold label of each item, its vote count, and whether it passes the rule.
+
+    Ties between wrong labels: with ``first`` (the official rule) the label whose first annotation is in the
+    leftmost column (the official noiser sorts the item's labels by count, stably, in the order it met them
+    column by column), and ``threshold * base`` compared exactly as there; without it, at random, with a
+    tolerance of 1e-9 on ``threshold * base``.
+    """
     rows = np.arange(len(V))
     wrong = V.astype(np.float64)
     wrong[rows, clean] = -1.0
     top = wrong.max(axis=1)
     tied = wrong == top[:, None]
-    label = np.argmax(np.where(tied, rng.random(V.shape), -1.0), axis=1)
+    key = rng.random(V.shape) if first is None else -first.astype(np.float64)
+    label = np.argmax(np.where(tied, key, -np.inf), axis=1)
     count = V[rows, label]
-    ok = (count >= 1) & (count >= threshold * base - 1e-9)
+    need = threshold * base if first is not None else threshold * base - 1e-9
+    ok = (count >= 1) & (count >= need)
     ok &= label != clean
     return label, np.where(ok, count, 0)
 
@@ -342,18 +387,37 @@ def trace_transition(num_classes: int, rate: float, *, prior=None, frac_zero_noi
     Wraps ``cleanlab.benchmarking.noise_generation.generate_noise_matrix_from_trace`` (valid_noise_matrix=True,
     ``py = prior``, uniform if None) and transposes its column-stochastic ``P(noisy | true)`` so that
     ``T[i, j] = P(noisy = j | clean = i)``. Note: cleanlab seeds numpy's *global* random state with ``seed``.
+
+    Classes absent from the data (``prior`` 0, e.g. in a subsample): the paper draws the matrix for the data
+    being noised, with its class prior (following Northcutt et al. 2021a), and cleanlab's validity check
+    divides by each class's prior, so it rejects every matrix when a class has none. A class without items has
+    nothing to flip, and a confusion among the data's classes gives no reason to move labels to a class that
+    none of its items has; so the matrix is drawn over the K' present classes (prior renormalised, trace
+    ``K' (1 - rate)``: the same mean flip rate per class as before), and absent classes get identity rows and
+    receive no flips. Fewer than two present classes raise ConfigError.
     """
     from cleanlab.benchmarking.noise_generation import generate_noise_matrix_from_trace
 
     if not 0.0 < rate < 1.0:
         raise ConfigError(f"the class-dependent noise rate must be in (0, 1), got {rate}")
-    py = np.full(num_classes, 1.0 / num_classes) if prior is None else np.asarray(prior, dtype=np.float64)
-    M = generate_noise_matrix_from_trace(num_classes, num_classes * (1.0 - rate), py=py, valid_noise_matrix=True,
+    K = int(num_classes)
+    py = np.full(K, 1.0 / K) if prior is None else np.asarray(prior, dtype=np.float64)
+    if py.shape != (K,) or not np.all(np.isfinite(py)) or (py < 0).any() or py.sum() <= 0:
+        raise ConfigError(f"prior must be {K} non-negative class shares, got {prior!r}")
+    py = py / py.sum()
+    present = np.flatnonzero(py > 0)
+    if len(present) < 2:
+        raise ConfigError(f"class-dependent noise needs items of at least 2 classes; the prior gives items only to "
+                          f"class {present.tolist()} of {K}")
+    k = len(present)
+    M = generate_noise_matrix_from_trace(k, k * (1.0 - rate), py=py[present], valid_noise_matrix=True,
                                          frac_zero_noise_rates=frac_zero_noise_rates, seed=int(seed))
     if M is None:
-        raise ConfigError(f"cleanlab found no valid noise matrix with trace {num_classes * (1 - rate):g} for this "
+        raise ConfigError(f"cleanlab found no valid noise matrix with trace {k * (1 - rate):g} for this "
                           "prior; lower the rate or frac_zero_noise_rates")
-    return check_transition_matrix(np.asarray(M).T)
+    T = np.eye(K)
+    T[np.ix_(present, present)] = np.asarray(M).T
+    return check_transition_matrix(T)
 
 
 # ------------------------------------------------------------------------------------------ composition
@@ -382,8 +446,9 @@ def _shortfall_message(kind, s, target, available, eligible, hard_threshold, ear
 
 
 def compose(A, clean, num_classes: int, *, rate=None, mix=None, split=None, seed=0, transition=None,
-            hard_threshold: float = 0.4, hard_base: str = "item", majority_k: int | None = None,
-            majority=None, targets: Mapping | None = None, die_on_insufficient: bool = True) -> NoisedLabels:
+            hard_threshold: float = 0.4, hard_base: str | None = None, majority_k: int | None = None,
+            majority=None, targets: Mapping | None = None, die_on_insufficient: bool = True,
+            compat: bool = True) -> NoisedLabels:
     """Noise ``clean`` labels with a mix of kinds, applied in the order ``KINDS``, to exact per-split targets.
 
     ``A`` (n, m) annotations (-1 = missing; may be None if the mix only has uniform/class-dependent noise);
@@ -392,8 +457,10 @@ def compose(A, clean, num_classes: int, *, rate=None, mix=None, split=None, seed
     shares summing to 1 (aliases such as the official ``rogue``/``missed`` accepted), or one kind name.
     ``targets`` ``{split: {kind: count}}`` overrides ``rate``/``noise_targets``. ``transition`` (K, K) is for
     ``class_dependent``; ``hard_threshold`` is the share of annotators that must give the top non-gold label
-    for ``hard``, of the item's own annotations (``hard_base="item"``) or of all columns (``"columns"``, the
-    official code's rule; the same on a full matrix). ``majority_k`` samples k annotations per item for
+    for ``hard``, of the item's own annotations (``hard_base="item"``) or of all columns (``"columns"``; the
+    same on a full matrix); None follows ``compat``. ``compat=True`` (default) applies the official noiser's
+    rules (per-kind rounding of the targets, ``hard`` ties by first column, threshold on the columns);
+    ``compat=False`` ours (see the module doc and ``noise_targets``). ``majority_k`` samples k annotations per item for
     ``crowd_majority``; ``majority`` (n,) gives the aggregate labels directly (-1 = none; taken as given, not
     checked against ``A``).
     With ``die_on_insufficient`` (default) a kind that cannot reach its target in a split raises ConfigError;
@@ -421,8 +488,10 @@ def compose(A, clean, num_classes: int, *, rate=None, mix=None, split=None, seed
                               "and only with a mix of a single kind")
         plan = None
     else:
-        plan = noise_targets(split, rate, mix)
+        plan = noise_targets(split, rate, mix, compat=compat)
         kinds = [k for k in KINDS if any(plan[s].get(k, 0) > 0 for s in names)]
+    if hard_base is None:
+        hard_base = "columns" if compat else "item"
     if hard_base not in HARD_BASES:
         raise unknown_choice("hard_base", hard_base, HARD_BASES)
     if not 0.0 <= hard_threshold <= 1.0:
@@ -440,7 +509,7 @@ def compose(A, clean, num_classes: int, *, rate=None, mix=None, split=None, seed
     noisy = clean.copy()
     kind_of = np.full(n, "", dtype=f"<U{max(map(len, KINDS))}")
     info = {"order": kinds, "targets": {s: {} for s in names}, "available": {s: {} for s in names},
-            "noised": {s: {} for s in names},
+            "noised": {s: {} for s in names}, "compat": bool(compat), "rules": RULES[bool(compat)],
             "hard_threshold": hard_threshold, "hard_base": hard_base, "majority_k": majority_k}
     n_split = len(names)
     rows = np.arange(n)
@@ -468,7 +537,8 @@ def compose(A, clean, num_classes: int, *, rate=None, mix=None, split=None, seed
             eligible = (maj >= 0) & (maj != clean)
         elif kind == "hard":
             base = (A >= 0).sum(axis=1) if hard_base == "item" else np.full(n, A.shape[1])
-            hard_label, hard_weight = _hard_candidates(V, clean, rng, hard_threshold, base)
+            first = first_columns(A, num_classes) if compat else None
+            hard_label, hard_weight = _hard_candidates(V, clean, rng, hard_threshold, base, first)
             eligible = hard_weight > 0
         elif kind == "malicious":
             wrong = V.copy()
@@ -549,8 +619,8 @@ def compose(A, clean, num_classes: int, *, rate=None, mix=None, split=None, seed
 
 
 def noise_capacity(A, clean, num_classes: int, *, split=None, kinds=None, transition=None,
-                   hard_threshold: float = 0.4, hard_base: str = "item", majority_k: int | None = None,
-                   seed=0) -> dict:
+                   hard_threshold: float = 0.4, hard_base: str | None = None, majority_k: int | None = None,
+                   seed=0, compat: bool = True) -> dict:
     """``{split: {kind: items eligible}}``: the most items each kind could noise if applied alone.
 
     Use it to choose feasible rates and mixes (kinds applied together share items, so their sum can
@@ -563,7 +633,7 @@ def noise_capacity(A, clean, num_classes: int, *, split=None, kinds=None, transi
             raise ConfigError("noise_capacity of class_dependent needs transition=")
         res = compose(A, clean, num_classes, rate="all", mix={kind: 1.0}, split=split, seed=seed,
                       transition=transition, hard_threshold=hard_threshold, hard_base=hard_base,
-                      majority_k=majority_k)
+                      majority_k=majority_k, compat=compat)
         if out is None:
             out = {s: {} for s in res.info["available"]}
         for s, avail in res.info["available"].items():
@@ -576,7 +646,8 @@ def from_official_params(custom_params) -> dict:
 
     ``custom_params`` is the JSON string (or list) ``[hard, rogue, malicious, missed, hard_threshold,
     die_on_insufficient]``; None or "" gives the official default, 100 % missed (dissenting label) with
-    threshold 0. Returns ``{"mix", "hard_threshold", "die_on_insufficient"}``.
+    threshold 0. Returns ``{"mix", "hard_threshold", "die_on_insufficient", "compat"}`` (``compat=True``: the
+    official code's rules for targets and ``hard``).
     """
     if custom_params is None or (isinstance(custom_params, str) and not custom_params.strip()):
         params = [0, 0, 0, 1, 0, True]
@@ -588,7 +659,7 @@ def from_official_params(custom_params) -> dict:
     hard, rogue, malicious, missed, threshold, die = params
     mix = {"hard": hard, "dissenting_worker": rogue, "malicious": malicious, "dissenting_label": missed}
     return {"mix": {k: float(v) for k, v in mix.items() if v}, "hard_threshold": float(threshold),
-            "die_on_insufficient": bool(die)}
+            "die_on_insufficient": bool(die), "compat": True}
 
 
 # ------------------------------------------------------------------------------------------ one-kind wrappers
@@ -628,7 +699,8 @@ def class_dependent_noise(clean, num_classes: int, rate, transition, *, split=No
 
 
 __all__ = [
-    "KINDS", "ANNOTATION_NOISE", "HUMAN_KINDS", "ALIASES", "NoisedLabels", "compose", "noise_targets",
+    "KINDS", "ANNOTATION_NOISE", "HUMAN_KINDS", "ALIASES", "RULES", "NoisedLabels", "compose", "noise_targets",
+    "first_columns",
     "noise_capacity", "from_official_params", "check_annotations", "vote_counts", "crowd_majority_labels",
     "trace_transition", "canonical_kind", "dissenting_label", "dissenting_worker", "crowd_majority",
     "hard_minority", "uniform_noise", "class_dependent_noise",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from shared.errors import ConfigError
+from shared.noise.classic import check_labels
 
 
 def noise_rate(y_clean, y_noisy) -> float:
@@ -23,11 +24,20 @@ def noise_rate(y_clean, y_noisy) -> float:
 def empirical_transition(y_clean, y_noisy, num_classes: int) -> np.ndarray:
     """Row-normalised confusion counts (K, K): ``T[i, j]`` = share of clean-i items labelled j.
 
-    A class with no items gets the identity row.
+    A class with no items gets the identity row. Labels must be integers in ``0..num_classes-1``.
     """
     y_clean, y_noisy = np.asarray(y_clean), np.asarray(y_noisy)
     if y_clean.shape != y_noisy.shape:
         raise ConfigError(f"clean and noisy labels differ in shape: {y_clean.shape} vs {y_noisy.shape}")
+    if int(num_classes) < 1:
+        raise ConfigError(f"num_classes must be >= 1, got {num_classes}")
+    checked = []
+    for name, labels in (("clean", y_clean), ("noisy", y_noisy)):
+        try:
+            checked.append(check_labels(labels, num_classes))
+        except ConfigError as err:
+            raise ConfigError(f"{name} labels: {err}") from None
+    y_clean, y_noisy = checked
     counts = np.zeros((num_classes, num_classes))
     np.add.at(counts, (y_clean, y_noisy), 1)
     totals = counts.sum(axis=1, keepdims=True)
@@ -41,8 +51,13 @@ def anchor_transition(noisy_posteriors: np.ndarray, *, quantile: float = 0.97) -
     authors' code, which discards the most extreme, often overconfident items; 1.0 is the plain argmax).
     """
     probs = np.asarray(noisy_posteriors, dtype=np.float64)
-    if probs.ndim != 2:
-        raise ConfigError(f"posteriors must be (n, K), got shape {probs.shape}")
+    if probs.ndim != 2 or not probs.size:
+        raise ConfigError(f"posteriors must be a non-empty (n, K) array, got shape {probs.shape}")
+    finite = np.isfinite(probs)
+    if not finite.all():
+        bad = int((~finite).any(axis=1).sum())
+        raise ConfigError(f"posteriors hold NaN or infinite values in {bad} of {len(probs)} rows; the anchor "
+                          "points (and so T) would be undefined: fix the model's outputs or drop those rows")
     if not 0.0 < quantile <= 1.0:
         raise ConfigError(f"quantile must be in (0, 1], got {quantile}")
     K = probs.shape[1]

@@ -2,12 +2,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ciln.benchmark import Benchmark, generate_benchmark, instantiation_summary, release_filter
+from ciln.benchmark import Benchmark, generate_benchmark, instantiation_summary, load_benchmarks, release_filter
 from ciln.splits import gu_five_way_split
 from ciln.voters import parse_pool, train_voter
 from shared.cache import ArtifactCache
 from shared.datasets import load_dataset
 from shared.errors import ConfigError, DataNotFoundError
+from shared.profiles import Settings
 
 
 def test_gu_split_sizes_and_disjointness():
@@ -90,6 +91,28 @@ def test_generate_benchmark_end_to_end_and_cached(tmp_path, monkeypatch):
     monkeypatch.setattr(ciln.benchmark, "corrupt", lambda *a, **k: pytest.fail("setting recomputed"))
     again = generate_benchmark(small, pool=pool, corruptions=["rotate", "stripe"], severities=(1, 5), cache=cache)
     assert all(np.array_equal(again.probs[k], bench.probs[k]) for k in bench.probs)
+
+
+def test_corruption_options_reach_the_operator_and_the_cache_key(tmp_path, monkeypatch):
+    import ciln.benchmark
+
+    ds = load_dataset("mnist32rgb")
+    rows = np.random.default_rng(0).permutation(len(ds.train.y))[:300]  # the stand-in is sorted by class
+    small = type(ds)("mnist32rgb", type(ds.train)(ds.train.X[rows], ds.train.y[rows]),
+                     type(ds.test)(ds.test.X[:50], ds.test.y[:50]), ds.classes, ds.modality, ds.source)
+    seen = []
+    real = ciln.benchmark.corrupt
+    monkeypatch.setattr(ciln.benchmark, "corrupt", lambda *a, **k: seen.append(k["options"]) or real(*a, **k))
+    kw = dict(pool=["logreg_pca"], corruptions=["frost"], severities=(1,), cache=ArtifactCache(tmp_path))
+    ciln_frost = generate_benchmark(small, **kw)
+    cifar10c_frost = generate_benchmark(small, corruption_options={"frost": {"texture_scale": 0.2}}, **kw)
+    assert seen == [None, {"texture_scale": 0.2}]  # a different option is a different cache entry
+    assert ciln_frost.corruption_options == {} and cifar10c_frost.corruption_options == {"frost": {"texture_scale": 0.2}}
+    with pytest.raises(ConfigError, match="takes no option 'swap'"):
+        generate_benchmark(small, corruption_options={"frost": {"swap": "copy"}}, **kw)
+    cfg = Settings(datasets={"CIFAR10": "mnist32rgb"}, corruption_options={"CIFAR-10": {}})
+    with pytest.raises(ConfigError, match=r"corruption_options names unknown paper dataset\(s\) \['CIFAR-10'\]"):
+        load_benchmarks(cfg)
 
 
 @pytest.mark.parametrize("voter,shape", [("resnet20", (32, 32, 3)), ("resnet20_mnist", (28, 28)), ("wrn28_10", (32, 32, 3)),

@@ -49,6 +49,14 @@ def test_scenarios(bench, rng):
         cifar_scenarios(bench, images[:20], [("contrast", 5)])
 
 
+def test_noisy_images_are_corrupted_with_the_benchmarks_operator_options(bench, rng):
+    images = rng.integers(0, 256, (200, 32, 32, 3), dtype=np.uint8)
+    default = cifar_scenarios(bench, images, [("contrast", 5)], image_sources=["noisy"])[0]
+    bench.corruption_options["contrast"] = {"params": [1.0] * 5}  # contrast factor 1: the image unchanged
+    unchanged = cifar_scenarios(bench, images, [("contrast", 5)], image_sources=["noisy"])[0]
+    assert np.abs(unchanged.images.astype(int) - images).max() <= 1 < np.abs(default.images.astype(int) - images).max()
+
+
 def test_empty_clean_start_scenario_is_a_clear_error(bench, rng):
     bench.clean_probs[0] = np.eye(10)[(bench.y + 1) % 10]  # voter a errs on every clean input: no clean-start row
     images = rng.integers(0, 256, (200, 32, 32, 3), dtype=np.uint8)

@@ -9,6 +9,7 @@ from ciln.rehearsal import write_plidn_tier as write_tier
 from ciln.splits import gu_five_way_split
 from shared.cache import ArtifactCache
 from shared.datasets import Dataset, Split
+from shared.datasets.writers import write_lfs_pointer
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 from shared.profiles import Settings
 
@@ -55,6 +56,9 @@ def test_missing_release_names_the_folder_and_the_download(tmp_path, release_dat
         read_release("L", tmp_path, cache=ArtifactCache(tmp_path / "cache"))
     with pytest.raises(ConfigError, match="unknown PL-IDN tier 'low'"):
         release_dir("low")
+    write_lfs_pointer(folder / "train-00001-of-00002", b"x" * 5000)
+    with pytest.raises(DataFormatError, match=r"train-00001-of-00002 is a git-LFS pointer"):
+        read_release("L", tmp_path, cache=ArtifactCache(tmp_path / "cache"))
 
 
 @pytest.mark.parametrize("damage, message", [

@@ -9,6 +9,7 @@ from ciln.references import (
 )
 from shared.cache import ArtifactCache
 from shared.datasets import Dataset, Split
+from shared.datasets.writers import write_lfs_pointer
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 from shared.profiles import Settings
 
@@ -30,6 +31,21 @@ def test_cifar10h_loader(tmp_path):
     assert cifar10h_counts(tmp_path).shape == (5, 10)
     np.save(tmp_path / "cifar10h" / "cifar10h-counts.npy", np.ones((5, 3), int))
     with pytest.raises(DataFormatError, match=r"shape \(10000, 10\)"):
+        cifar10h_counts(tmp_path)
+
+
+def test_cifar10h_counts_refuse_the_probabilities_file_and_lfs_pointers(tmp_path):
+    counts = np.random.default_rng(0).multinomial(51, np.full(10, 0.1), size=5).astype(np.float64)  # as released
+    path = tmp_path / "cifar10h" / "cifar10h-counts.npy"
+    path.parent.mkdir()
+    np.save(path, counts)
+    loaded = cifar10h_counts(tmp_path)
+    assert loaded.dtype == np.int64 and (loaded.sum(1) == 51).all()
+    np.save(path, counts / counts.sum(1, keepdims=True))  # cifar10h-probs.npy under the counts' name
+    with pytest.raises(DataFormatError, match="this is cifar10h-probs.npy"):
+        cifar10h_counts(tmp_path)
+    write_lfs_pointer(path, counts.tobytes())
+    with pytest.raises(DataFormatError, match=r"cifar10h-counts\.npy is a git-LFS pointer.*git lfs pull"):
         cifar10h_counts(tmp_path)
 
 

@@ -9,8 +9,11 @@ from ciln.splits import gu_five_way_split
 from ciln.voters import train_voter
 from shared.cache import ArtifactCache
 from shared.datasets import load_dataset
+from shared.paths import REPO_ROOT
+from shared.preflight import preflight
 from shared.profiles import Settings
 from shared.rehearsal import write_shared_datasets
+from shared.run import parse_args, plan_jobs
 
 pytest.importorskip("tfrecord")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -70,3 +73,14 @@ def test_tabpfn_voter_reads_the_checkpoint_under_data_dir(root):
     voter = train_voter("tabpfn", X, y, X, y, num_classes=2, recipe_overrides={"members": 1}, data_dir=root)
     probs = voter.predict_proba(adult.test.X.iloc[:20])
     assert probs.shape == (20, 2) and np.allclose(probs.sum(axis=1), 1.0)
+
+
+def test_preflight_finds_everything_the_full_profile_reads_in_the_rehearsal_folder(root):
+    args = parse_args(["ciln", "--profile", "full", "-f", str(REPO_ROOT / "ciln/params/rehearsal.yaml"),
+                       "-p", "data_dir", str(root)])
+    report = preflight(plan_jobs(args, "full", root / "runs"), "full", has_cuda=False)
+    assert report.ok, report.text()
+    assert {"CIFAR10", "MNIST", "Adult", "TabPFN v1 checkpoint", "CIFAR-10H", "PL-IDN tier H"} <= set(
+        report.checked["ciln/06_tv.ipynb"])
+    assert "CIFAR-10H" not in report.checked["ciln/01_benchmark.ipynb"]  # only 06-08 compare with humans
+    assert report.warnings  # device auto without a GPU: said, not fatal

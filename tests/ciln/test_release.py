@@ -5,6 +5,7 @@ import pytest
 
 from ciln.benchmark import Benchmark
 from ciln.release import read_release, write_release
+from shared.datasets.writers import write_lfs_pointer
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 
 
@@ -19,9 +20,11 @@ def toy(split="nlt"):
 
 
 def test_round_trip_keeps_everything(tmp_path):
-    bench = toy()
+    bench, test = toy(), toy("test")
+    for split in (bench, test):
+        split.corruption_options["frost"] = {"texture_scale": 0.2}
     write_release(bench, tmp_path, label_seed=3)
-    write_release(toy("test"), tmp_path)  # a second split joins the same release
+    write_release(test, tmp_path)  # a second split joins the same release
     back = read_release(tmp_path)
     assert back.voters == ["v1", "v0"] and back.classes == ("a", "b", "c") and back.dataset == "mnist32rgb"
     assert np.array_equal(back.y, bench.y) and np.allclose(back.clean_probs, bench.clean_probs)
@@ -32,6 +35,7 @@ def test_round_trip_keeps_everything(tmp_path):
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert set(manifest["splits"]) == {"noisy_label_train", "test"} and manifest["format_version"] == 1
     assert read_release(tmp_path, "test").split == "test"
+    assert back.corruption_options == {"frost": {"texture_scale": 0.2}}  # how the release was corrupted
 
 
 def test_reads_the_authors_layout_without_manifest_or_clean_outputs(tmp_path):
@@ -56,4 +60,10 @@ def test_bad_releases_are_clear(tmp_path):
     np.save(folder / "labels.npy", np.array([0, 1]))
     np.save(folder / "softmax_a.npy", np.ones((3, 10)))
     with pytest.raises(DataFormatError, match="must be \\(rows, classes\\) for 2 rows"):
+        read_release(tmp_path, dataset="cifar10")
+    write_lfs_pointer(folder / "softmax_a.npy", np.ones((2, 10)).tobytes())  # cloned from the Hub without git-lfs
+    with pytest.raises(DataFormatError, match=r"softmax_a\.npy is a git-LFS pointer"):
+        read_release(tmp_path, dataset="cifar10")
+    np.save(folder / "softmax_a.npy", np.array([None, {}], dtype=object), allow_pickle=True)
+    with pytest.raises(DataFormatError, match="pickles are refused"):
         read_release(tmp_path, dataset="cifar10")

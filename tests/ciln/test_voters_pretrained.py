@@ -16,7 +16,8 @@ from safetensors.torch import save_file  # noqa: E402
 from ciln import voters_pretrained as vp  # noqa: E402
 from shared.cache import ArtifactCache  # noqa: E402
 from shared.datasets.real import CIFAR10_CLASSES  # noqa: E402
-from shared.errors import ConfigError, DataNotFoundError  # noqa: E402
+from shared.datasets.writers import write_lfs_pointer  # noqa: E402
+from shared.errors import ConfigError, DataFormatError, DataNotFoundError  # noqa: E402
 
 TINY = {"epochs": 1, "batch": 8, "image_size": 32, "workers": 0, "infer_batch": 8}
 
@@ -93,6 +94,9 @@ def test_missing_weights_name_the_path_and_the_source(tmp_path, monkeypatch):
         assert f"https://huggingface.co/{repo}" in message and "'weights'" in message
     with pytest.raises(DataNotFoundError, match="elsewhere.safetensors"):
         fit("deit3_small", {"weights": str(tmp_path / "elsewhere.safetensors")})
+    pointer = write_lfs_pointer(tmp_path / "pointer.safetensors", b"x" * 1000)  # a Hub clone without git-lfs
+    with pytest.raises(DataFormatError, match=r"pointer\.safetensors is a git-LFS pointer"):
+        fit("deit3_small", {"weights": str(pointer)})
     with pytest.raises(ConfigError, match="'none'"):
         fit("clip_vit_b32", {"weights": None})  # random init must be asked for by name
     with pytest.raises(ConfigError, match="valid keys"):

@@ -11,6 +11,7 @@ from ciln.voters_tabular import (
 )
 from shared.cache import ArtifactCache
 from shared.datasets.offline import adult_like_frame
+from shared.datasets.writers import write_lfs_pointer
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 
 # few trees / epochs, small networks (the default architectures cost seconds per epoch on 2 CPU cores)
@@ -149,6 +150,9 @@ def test_tabpfn_missing_or_unreadable_checkpoint(data, tmp_path, monkeypatch):
     assert str(tmp_path / "tabpfn" / TABPFN_FILE) in str(err.value) and "github.com/PriorLabs" in str(err.value)
     with pytest.raises(DataNotFoundError, match="nope.cpkt"):
         fit("tabpfn", data, None, {"checkpoint": str(tmp_path / "nope.cpkt")})
+    write_lfs_pointer(tmp_path / "pointer.cpkt", b"x" * 1000)
+    with pytest.raises(DataFormatError, match=r"pointer\.cpkt is a git-LFS pointer"):
+        fit("tabpfn", data, None, {"checkpoint": str(tmp_path / "pointer.cpkt")})
     (tmp_path / "junk.cpkt").write_bytes(b"not a checkpoint")
     with pytest.raises(DataFormatError, match="junk.cpkt"):
         fit("tabpfn", data, None, {"checkpoint": str(tmp_path / "junk.cpkt")})

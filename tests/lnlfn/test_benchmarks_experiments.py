@@ -28,10 +28,19 @@ def test_five_percent_benchmarks_hit_exact_counts_with_the_official_mix(vader, n
         assert set(k for k, c in counts.items() if c) == kinds
         main = "dissenting_worker" if "dissenting_worker" in kinds else "hard"
         assert counts[main] == int(round(0.8 * total)) or abs(counts[main] - 0.8 * total) <= 1
+    assert B.shortfalls(out) == {}  # every kind's target met exactly
     # every noisy label is one some rater of that item gave, and differs from gold
     rows = np.flatnonzero(out.noised)
     assert (out.noisy[rows] != out.clean[rows]).all()
     assert all(out.noisy[i] in vader.annotations[i] for i in rows)
+
+
+def test_shortfalls_name_the_kinds_that_ran_out_of_eligible_items(vader):
+    # far more than the 3-rater disagreements allow
+    capped = B.noise_dataset(vader, "crowd_majority", 0.5, majority_k=3, die_on_insufficient=False)
+    short = B.shortfalls(capped)
+    assert set(short) == set(vader.split_counts()) and all(v["crowd_majority"] > 0 for v in short.values())
+    assert short["train"]["crowd_majority"] == capped.info["targets"]["train"]["crowd_majority"] - capped.counts()["train"]["crowd_majority"]
 
 
 def test_crowd_majority_benchmark_keeps_every_disagreement_of_three_raters(vader):
@@ -64,7 +73,34 @@ def test_benchmark_errors_name_the_problem(vader):
         B.make_benchmark("vader5", rt)
     with pytest.raises(ConfigError, match="unknown LNLFN benchmark"):
         B.benchmark("vader50")
-    assert B.make_benchmark("rt_u5", rt).noised[rt.split == "test"].sum() == 3  # 2.5 items: halves round up
+    # 5 % of the 50 test items is 2.5: the official noiser's round() gives 2 (halves to even), ours 3 (halves up)
+    assert B.make_benchmark("rt_u5", rt).noised[rt.split == "test"].sum() == 2
+    assert B.make_benchmark("rt_u5", rt, compat=False).noised[rt.split == "test"].sum() == 3
+
+
+def test_official_rules_are_the_default_and_ours_are_one_switch_away(vader):
+    official, ours = B.make_benchmark("vaderH5", vader), B.make_benchmark("vaderH5", vader, compat=False)
+    assert official.info["compat"] is True and official.info["hard_base"] == "columns"
+    assert ours.info["compat"] is False and ours.info["hard_base"] == "item"
+    n = vader.split_counts()
+    assert official.info["targets"] == {
+        s: {"hard": round(n[s] * 0.05 * 0.8), "dissenting_label": round(n[s] * 0.05 * 0.2)} for s in n}
+    again = B.noise_dataset(vader, B.SNLI_MIX, 0.05, hard_threshold=0.4)
+    assert np.array_equal(again.noisy, official.noisy)
+
+
+def test_class_dependent_noise_on_a_subsample_without_one_class():
+    n = 300
+    labels = np.repeat([0, 2], [180, 120])  # class 1 is absent from this (sub)sample
+    split = np.tile(["train", "val", "test"], n // 3)
+    ds = TextDataset(name="tiny3", texts=[f"t{i}" for i in range(n)], labels=labels, classes=("neg", "neu", "pos"),
+                     annotations=None, split=split, ids=np.arange(n).astype(str), source="test")
+    T = B.class_transition(ds, 0.1, seed=0)
+    assert np.array_equal(T[1], [0, 1, 0]) and np.all(T[[0, 2], 1] == 0)
+    out = B.noise_dataset(ds, "class_dependent", 0.1, seed=0)
+    assert all(out.noised[split == s].sum() == 10 for s in ("train", "val", "test"))
+    assert not np.any(out.noisy == 1)  # no label moves to the class the data does not have
+    assert np.array_equal(out.noisy[out.noised], 2 - out.clean[out.noised])
 
 
 def tiny_dataset(split):

@@ -338,3 +338,132 @@ def test_amazon_random_split_for_the_train_on_train_protocol(tmp_path):
     ds = with_validation(load_text_dataset("amazon", data_dir=tmp_path, sizes=[0.9, 0.0, 0.1], seed=1))
     assert dict(sorted(ds.split_counts().items())) == {"test": 4, "train": 32, "val": 4}
     assert sorted(ds.ids.astype(int)) == list(range(40))  # line numbers kept
+
+
+# ------------------------------------------------------------------------------------------ real files' quirks
+BOM = b"\xef\xbb\xbf"
+
+
+def with_bom(path):
+    """Prefix a written text file with the UTF-8 byte-order mark spreadsheet exports (and the lnlfm release) carry."""
+    path.write_bytes(BOM + path.read_bytes().removeprefix(BOM))
+    return path
+
+
+def test_lnlfm_cl_rerun_csvs_with_a_byte_order_mark(tmp_path):
+    """The released *_cl_rerun.csv files start with EF BB BF; read as plain UTF-8 the first column is '\\ufeffid'."""
+    folder = write_mturk(tmp_path, "imdb", IMDB_MAIN, IMDB_RERUN, bom=False)
+    with_bom(folder / "imdb_mturk_cl_rerun.csv")
+    assert (folder / "imdb_mturk_cl_rerun.csv").read_bytes().startswith(BOM)
+    imdb = load_lnlfm_mturk("imdb", data_dir=tmp_path)
+    assert list(imdb.cl_rerun.columns)[0] == "id" and imdb.cl_rerun.loc[0, "id"] == 216801
+    with_bom(folder / "imdb_mturk_main.csv")  # a main file re-saved by a spreadsheet too
+    assert load_lnlfm_mturk("imdb", data_dir=tmp_path).main["idx"].tolist() == [206671, 223455]
+    write_mturk(tmp_path, "amazon", AMAZON_MAIN, AMAZON_RERUN)  # the writer adds the mark, as released
+    assert (folder / "amazon_mturk_cl_rerun.csv").read_bytes().startswith(BOM)
+    assert load_lnlfm_mturk("amazon", data_dir=tmp_path).cl_rerun.loc[0, "id_cl"] == 22360
+
+
+def test_every_text_reader_drops_a_byte_order_mark(tmp_path):
+    write_snli_fixture(tmp_path)
+    for name in ("snli_1.0_train.jsonl", "snli_1.0_dev.jsonl", "snli_1.0_test.jsonl"):
+        with_bom(tmp_path / "snli_1.0" / name)
+    assert load_text_dataset("snli", data_dir=tmp_path).ids.tolist() == ["t2", "d1", "e1"]
+    folder = write_tweetnlp(tmp_path, TWEETNLP_DEFAULT, CROWD)
+    for name in ("oct27.train", "hovy2014_crowd.tsv"):
+        with_bom(folder / name)
+    ds = load_text_dataset("tweetnlp", data_dir=tmp_path, crowd=True)
+    assert ds.texts[0] == "I" and ds.annotations.shape == (9, 3)
+    write_imdb(tmp_path, IMDB_DEFAULT)
+    with_bom(tmp_path / "aclImdb" / "test" / "pos" / "4301_9.txt")
+    cl = write_imdb_cleanlab(tmp_path, ["pos/4301_9.txt", "neg/3_1.txt", "neg/10_2.txt", "pos/7_10.txt"],
+                             np.full((4, 2), 0.5), np.array([1, 0, 0, 1]))
+    with_bom(cl / "dataset_indexing" / "imdb_test_set_index_to_filename.json")
+    write_cleanlab_mturk(tmp_path, "imdb", [{"id": "test/pos/4301_9", "url": "u", "given_original_label": "Positive",
+                                             "our_guessed_label": "Negative",
+                                             "mturk": {"given": 0, "guessed": 2, "neutral": 0, "off-topic": 3}}])
+    with_bom(cl / "mturk" / "imdb_mturk.json")
+    imdb = load_text_dataset("imdb", data_dir=tmp_path)
+    assert imdb.texts[7] == "test pos 4301_9" and imdb.columns["cl_index"][7] == 0
+    assert imdb.meta["cl_mturk"].loc[0, "row"] == 7
+    with_bom(write_amazon(tmp_path, [(5, "Great"), (1, "Awful")]))
+    assert load_text_dataset("amazon", data_dir=tmp_path).labels.tolist() == [2, 0]
+    lexicon = tmp_path / "vader_lexicon.txt"
+    lexicon.write_bytes(BOM + b"$:\t-1.5\t0.80623\t[-1, -1, -1, -1, -3, -1, -3, -1, -2, -1]\r\n")
+    assert read_vader_lexicon(lexicon)[0] == ["$:"]
+
+
+def test_git_lfs_pointers_in_place_of_the_data_say_git_lfs_pull(tmp_path):
+    """A clone without git-lfs leaves ~130-byte pointer files where the .npy/.json/.csv data should be."""
+    from shared.datasets.writers import write_lfs_pointer
+
+    write_imdb(tmp_path, IMDB_DEFAULT)
+    order = ["pos/4301_9.txt", "neg/3_1.txt", "neg/10_2.txt", "pos/7_10.txt"]
+    cl = write_imdb_cleanlab(tmp_path, order, np.full((4, 2), 0.5), np.array([1, 0, 0, 1]))
+    probs = cl / "cross_validated_predicted_probabilities" / "imdb_test_set_pyx.npy"
+    write_lfs_pointer(probs, probs.read_bytes())
+    with pytest.raises(DataFormatError, match=r"imdb_test_set_pyx\.npy is a git-LFS pointer[\s\S]*git lfs pull"):
+        load_text_dataset("imdb", data_dir=tmp_path)
+    np.save(probs, np.full((4, 2), 0.5))
+    np.save(cl / "original_test_labels" / "imdb_test_set_original_labels.npy",
+            np.array([{"a": 1}] * 4, dtype=object), allow_pickle=True)  # not the released uint16 array
+    with pytest.raises(DataFormatError, match=r"imdb_test_set_original_labels\.npy[\s\S]*pickles are refused"):
+        load_text_dataset("imdb", data_dir=tmp_path)
+    index = cl / "dataset_indexing" / "imdb_test_set_index_to_filename.json"
+    write_lfs_pointer(index, b"[]")
+    with pytest.raises(DataFormatError, match=r"imdb_test_set_index_to_filename\.json is a git-LFS pointer"):
+        load_text_dataset("imdb", data_dir=tmp_path)
+    folder = write_mturk(tmp_path, "imdb", IMDB_MAIN, IMDB_RERUN)
+    write_lfs_pointer(folder / "imdb_mturk_main.csv", IMDB_MAIN.encode())
+    with pytest.raises(DataFormatError, match=r"imdb_mturk_main\.csv is a git-LFS pointer[\s\S]*git lfs pull"):
+        load_lnlfm_mturk("imdb", data_dir=tmp_path)
+
+
+def test_binary_bytes_and_broken_csv_name_the_path(tmp_path):
+    folder = write_mturk(tmp_path, "imdb", IMDB_MAIN, IMDB_RERUN)
+    noise = np.random.default_rng(0).integers(0, 256, 3000, dtype=np.uint8).tobytes()
+    (folder / "imdb_mturk_main.csv").write_bytes(noise)
+    with pytest.raises(DataFormatError, match=r"imdb_mturk_main\.csv is not UTF-8 text"):
+        load_lnlfm_mturk("imdb", data_dir=tmp_path)
+    # an unterminated quote swallows the rest of the file: csv.Error "field larger than field limit"
+    broken = IMDB_RERUN + '216802,"test/pos/1_9' + "x" * 140000 + "\n"
+    write_mturk(tmp_path, "imdb", IMDB_MAIN, broken)
+    with pytest.raises(DataFormatError, match=r"cl_rerun\.csv, line \d+, field 'csv': not a well-formed CSV"):
+        load_lnlfm_mturk("imdb", data_dir=tmp_path)
+    write_amazon(tmp_path, [(5, "ok")]).write_bytes(b"__label__5 caf\xe9\n")  # Latin-1, not UTF-8
+    with pytest.raises(DataFormatError, match=r"amazon5core\.txt is not UTF-8 text"):
+        load_text_dataset("amazon", data_dir=tmp_path)
+
+
+IMDB_TEST = [("test", polarity, name, f"review {polarity} {name}")
+             for polarity, names in (("neg", ["1_2", "2_3", "3_1"]), ("pos", ["1_8", "2_10"])) for name in names]
+
+
+def test_cleanlab_imdb_index_with_repeated_names(tmp_path):
+    """cleanlab's index names 24,799 distinct files in 25,000 rows: a repeated name's review is read twice by the
+    release's README recipe, and the reviews it never names have no probabilities."""
+    write_imdb(tmp_path, IMDB_TEST)
+    order = ["neg/2_3.txt", "neg/1_2.txt", "pos/1_8.txt", "neg/2_3.txt", "pos/2_10.txt"]  # neg/3_1 never named
+    probs = np.array([[0.9, 0.1], [0.7, 0.3], [0.2, 0.8], [0.8, 0.2], [0.4, 0.6]])
+    write_imdb_cleanlab(tmp_path, order, probs, np.array([0, 0, 1, 0, 1]))
+    ds = load_text_dataset("imdb", data_dir=tmp_path, splits=("test",))
+    assert ds.ids.tolist() == ["test/neg/1_2", "test/neg/2_3", "test/neg/3_1", "test/pos/1_8", "test/pos/2_10"]
+    assert ds.columns["cl_index"].tolist() == [1, 0, -1, 2, 4]  # a repeated name keeps its first row
+    assert ds.columns["cl_index_count"].tolist() == [1, 2, 0, 1, 1]
+    P = ds.columns["cl_pred_probs"]
+    assert np.allclose(P[1], [0.9, 0.1], atol=1e-3) and np.isnan(P[2]).all() and not np.isnan(P[[0, 1, 3, 4]]).any()
+    meta = ds.meta
+    assert (meta["cl_index_entries"], meta["cl_distinct_names"], meta["cl_repeated_names"],
+            meta["cl_repeated_rows"], meta["cl_reviews_without_probs"]) == (5, 4, 1, 1, 1)
+    assert meta["cl_repeat_max_prob_diff"] == pytest.approx(0.1, abs=1e-3)  # rows 0 and 3 of neg/2_3 differ
+    assert "24,799" in meta["cl_index_note"] and meta["cl_unnamed_same_text"] == 0
+    (tmp_path / "aclImdb" / "test" / "neg" / "3_1.txt").write_text("review neg 2_3")  # a review posted twice
+    again = load_text_dataset("imdb", data_dir=tmp_path, splits=("test",)).meta
+    assert again["cl_unnamed_same_text"] == 1 and again["cl_reviews_without_probs"] == 1
+
+    from lnlfn.mturk import imdb_cl_probs
+
+    cl = imdb_cl_probs(tmp_path)  # today's Fig. 5 input: the reviews with probabilities, and what was left out
+    assert cl.idx.tolist() == [200001, 200002, 212501, 212502] and cl.labels.tolist() == [0, 0, 1, 1]
+    assert cl.probs.shape == (4, 2) and (cl.n_reviews, cl.n_left_out) == (5, 1)
+    assert "1 of 5 aclImdb test reviews have no cleanlab probabilities" in cl.note and "1 names repeated" in cl.note

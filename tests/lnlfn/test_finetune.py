@@ -15,7 +15,7 @@ from lnlfn import finetune as F
 from lnlfn.encoders import model_dir
 from lnlfn.finetune import FinetuneConfig, TokenItems, finetune_probs, finetune_sweep
 from lnlfn.scoring import SweepResult, fme, fml, loss_scores
-from shared.errors import ConfigError, DataNotFoundError
+from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 
 POS = ["good", "great", "nice", "fine", "happy", "lovely", "superb", "excellent"]
 NEG = ["bad", "awful", "poor", "sad", "terrible", "horrible", "ugly", "boring"]
@@ -247,6 +247,22 @@ def test_resolve_model_dir(tmp_path, tiny_model):
         F.resolve_model_dir(tmp_path / "empty")
     with pytest.raises(DataNotFoundError, match="huggingface-cli download"):
         finetune_probs("org/missing", (["a"], [0]), ["b"], FAST, num_labels=2, data_dir=tmp_path, cache=False)
+
+
+def test_a_model_folder_cloned_without_git_lfs_says_git_lfs_pull(tmp_path, tiny_model):
+    """`git clone https://huggingface.co/<model>` without git-lfs leaves pointer files in place of the weights."""
+    import shutil
+
+    from shared.datasets.writers import write_lfs_pointer
+
+    clone = tmp_path / "models" / "org" / "cloned"
+    shutil.copytree(tiny_model, clone)
+    weights = next(p for p in sorted(clone.iterdir()) if p.suffix in (".safetensors", ".bin"))
+    write_lfs_pointer(weights, weights.read_bytes())
+    with pytest.raises(DataFormatError, match=rf"{weights.name} is a git-LFS pointer[\s\S]*git lfs pull"):
+        F.resolve_model_dir("org/cloned", data_dir=tmp_path)
+    with pytest.raises(DataFormatError, match="git-LFS pointer"):
+        finetune_probs("org/cloned", (["a"], [0]), ["b"], FAST, num_labels=2, data_dir=tmp_path, cache=False)
 
 
 def test_model_fingerprint_reads_contents(tmp_path):

@@ -10,6 +10,9 @@ from lnlfn import mturk, rehearsal
 from lnlfn.benchmarks import make_benchmark
 from lnlfn.data import UNIVERSAL_TAGS, load_lnlfm_mturk, load_text_dataset
 from lnlfn.finetune import resolve_model_dir
+from shared.paths import REPO_ROOT
+from shared.preflight import preflight
+from shared.run import parse_args, plan_jobs
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +58,15 @@ def test_imdb_with_cleanlab_arrays_and_amazon(root):
     ds = load_text_dataset("imdb", data_dir=root)
     assert ds.split_counts() == rehearsal.IMDB_SIZES
     test = ds.split == "test"
-    assert (ds.columns["cl_index"][test] >= 0).all() and not np.isnan(ds.columns["cl_pred_probs"][test]).any()
-    idx, labels, probs = mturk.imdb_cl_probs(root)
-    assert probs.shape == (250, 2) and np.allclose(probs.sum(1), 1, atol=2e-3)
-    assert (probs.argmax(1) == labels).mean() > 0.55  # the n-gram model learned something
+    named = ds.columns["cl_index"][test] >= 0  # as in the release, the index repeats names and misses reviews
+    assert (~named).sum() == rehearsal.IMDB_REPEATED_NAMES == ds.meta["cl_reviews_without_probs"]
+    assert ds.meta["cl_repeated_names"] == rehearsal.IMDB_REPEATED_NAMES
+    assert np.isnan(ds.columns["cl_pred_probs"][test][~named]).all()
+    assert not np.isnan(ds.columns["cl_pred_probs"][test][named]).any()
+    cl = mturk.imdb_cl_probs(root)
+    assert cl.probs.shape == (250 - rehearsal.IMDB_REPEATED_NAMES, 2) and np.allclose(cl.probs.sum(1), 1, atol=2e-3)
+    assert cl.n_left_out == rehearsal.IMDB_REPEATED_NAMES and "no cleanlab probabilities" in cl.note
+    assert (cl.probs.argmax(1) == cl.labels).mean() > 0.53  # the n-gram model learned something (0.55 on 247)
     assert len(ds.meta["cl_mturk"]) > 0 and (ds.meta["cl_mturk"]["row"] >= 0).all()
     amazon = load_text_dataset("amazon", data_dir=root, limit=250000)
     assert len(amazon) == rehearsal.AMAZON_LINES and set(amazon.labels) == {0, 1, 2}
@@ -67,6 +75,8 @@ def test_imdb_with_cleanlab_arrays_and_amazon(root):
 
 @pytest.mark.parametrize("dataset", ["imdb", "amazon"])
 def test_mturk_release_reanalyses(root, dataset):
+    rerun = root / "lnlfm" / "mturk" / f"{dataset}_mturk_cl_rerun.csv"
+    assert rerun.read_bytes().startswith(b"\xef\xbb\xbf")  # the released rerun CSVs carry a byte-order mark
     release = load_lnlfm_mturk(dataset, data_dir=root)
     cleanlab = mturk.load_cleanlab_mturk(dataset, data_dir=root)
     result = mturk.reanalyse(release.main, release.cl_rerun, cleanlab, dataset)
@@ -96,3 +106,19 @@ def test_tiny_models_load_offline_with_their_architecture(tmp_path):
         tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
         assert tokenizer.is_fast and tokenizer.unk_token_id not in tokenizer("the film was great")["input_ids"]
     assert set(rehearsal.full_profile_models()) >= {"microsoft/deberta-v3-base", "xlnet-large-cased"}
+
+
+def test_preflight_finds_the_full_profiles_data_in_the_rehearsal_folder(root):
+    """Every dataset and MTurk file the full profile reads is located where the rehearsal wrote it; only the
+    model folders (not written by this fixture) are reported, as errors where a notebook fine-tunes one."""
+    args = parse_args(["lnlfn", "--profile", "full", "-f", str(REPO_ROOT / "lnlfn/params/rehearsal.yaml"),
+                       "-p", "data_dir", str(root)])
+    report = preflight(plan_jobs(args, "full", root / "runs"), "full", has_cuda=True)
+    messages = list(report.problems) + list(report.warnings)
+    assert messages and all("pre-trained model" in m for m in messages), report.text()
+    assert {"MTurk CSVs (imdb)", "aclImdb test (Fig. 5)", "cleanlab IMDB probabilities (Fig. 5)"} <= set(
+        report.checked["lnlfn/04_mturk_reanalysis.ipynb"])
+    assert "tweetnlp with crowd tags" in report.checked["lnlfn/01_noise_realism.ipynb"]
+    empty = preflight(plan_jobs(parse_args(["lnlfn", "--profile", "full", "--only", "04_*", "-p", "data_dir",
+                                            str(root / "nothing")]), "full", root / "runs"), "full", has_cuda=True)
+    assert empty.ok and len(empty.warnings) == 6  # 04 skips what is absent: warned, not stopped

@@ -15,7 +15,7 @@ from plench.data import (
     PAPER_NAMES, PLL_DATASETS, PLLDataset, load_pll_dataset, plench_split, read_plcifar10_annotations, table5_row,
 )
 from plench.rehearsal import write_palm, write_plcifar10
-from shared.datasets.writers import write_cifar10
+from shared.datasets.writers import write_cifar10, write_lfs_pointer
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 from shared.noise.partial import aggregate_union
 from shared.seeding import seed_hash
@@ -72,6 +72,30 @@ def test_unreadable_and_missing_palm_files_are_clear(tmp_path):
     with pytest.raises(DataNotFoundError, match=r"(?s)Lost not found.*" + str(tmp_path / "Lost.mat") +
                        r".*palm\.seu\.edu\.cn.*academic use only.*not redistributed"):
         load_pll_dataset("Lost", data_dir=tmp_path)
+
+
+def test_a_git_lfs_pointer_instead_of_a_mat_file_says_so(tmp_path):
+    X, S, y = palm_arrays()
+    real = write_palm(tmp_path / "real.mat", X, S, y).read_bytes()
+    write_lfs_pointer(tmp_path / "lost.mat", real)
+    with pytest.raises(DataFormatError, match=r"lost\.mat is a git-LFS pointer.*git lfs pull"):
+        load_pll_dataset("Lost", data_dir=tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "header_only_text", "bad_zlib"])
+def test_a_damaged_mat_file_with_a_matlab_header_names_the_path(tmp_path, damage):
+    """scipy raises TypeError, IndexError or zlib.error on these; the loader turns each into a DataFormatError."""
+    X, S, y = palm_arrays()
+    real = write_palm(tmp_path / "real.mat", X, S, y).read_bytes()
+    assert real.startswith(b"MATLAB 5.0 MAT-file")
+    rng = np.random.default_rng(0)
+    damaged = {"garbage": real[:128] + rng.integers(0, 256, 300, dtype=np.uint8).tobytes(),
+               "truncated": real[:len(real) // 2],
+               "header_only_text": b"MATLAB 5.0 MAT-file, Platform: GLNXA64, and nothing else",
+               "bad_zlib": real[:140] + bytes(len(real) - 140)}[damage]
+    (tmp_path / "Birdsong.mat").write_bytes(damaged)
+    with pytest.raises(DataFormatError, match=r"Birdsong\.mat is not a MATLAB \.mat file.*truncated or damaged"):
+        load_pll_dataset("Birdsong", data_dir=tmp_path)
 
 
 # ------------------------------------------------------------------------------------------ PLCIFAR10
@@ -137,8 +161,27 @@ def test_plcifar10_missing_and_malformed_files_are_clear(tmp_path):
     with pytest.raises(DataFormatError, match=r"labels must lie in 0\.\.9"):
         read_plcifar10_annotations(path, N_CIFAR)
     path.write_bytes(pickle.dumps(OrderedDict(fake_annotations())))  # a pickle naming a class is refused
-    with pytest.raises(DataFormatError, match="collections.OrderedDict.*refusing"):
+    with pytest.raises(DataFormatError, match=r"plcifar10\.pkl: .*collections.OrderedDict.*refusing"):
         read_plcifar10_annotations(path, N_CIFAR)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_a_damaged_plcifar10_pickle_names_the_path(tmp_path, damage):
+    path = write_plcifar10(tmp_path, fake_annotations())
+    real = path.read_bytes()
+    path.write_bytes(real[:len(real) // 2] if damage == "truncated" else b"\x80\x04garbage" + real[40:])
+    with pytest.raises(DataFormatError, match=r"plcifar10\.pkl is not a readable pickle"):
+        read_plcifar10_annotations(path, N_CIFAR)
+
+
+def test_a_git_lfs_pointer_instead_of_the_plcifar10_pickle_says_so(tmp_path):
+    path = write_plcifar10(tmp_path, fake_annotations())
+    write_lfs_pointer(path, path.read_bytes())
+    with pytest.raises(DataFormatError, match=r"plcifar10\.pkl is a git-LFS pointer.*git lfs pull"):
+        read_plcifar10_annotations(path, N_CIFAR)
+    # reported before the CIFAR-10 images are looked for (there are none here)
+    with pytest.raises(DataFormatError, match="git-LFS pointer"):
+        load_pll_dataset("PLCIFAR10_Vaguest", data_dir=tmp_path)
 
 
 # ------------------------------------------------------------------------------------------ stand-ins
@@ -359,3 +402,20 @@ def test_class_share_in_test_is_the_constant_predictors_accuracy():
     shares = [100 * np.mean(ds.y[plench_split(ds, t)["test"]] == 0) for t in range(3)]
     assert class_share_in_test(ds, 0, 3) == pytest.approx(np.mean(shares))
     assert sum(class_share_in_test(ds, c, 1) for c in range(10)) == pytest.approx(100.0)
+
+
+def test_load_available_skips_absent_datasets_with_the_reason_and_keeps_the_rest(tmp_path):
+    """The PALM files only: Table 5's PALM rows are loaded, PLCIFAR10 skipped with why (not a crash)."""
+    from plench.data import load_available
+
+    X, S, y = palm_arrays()
+    write_palm(tmp_path / "lost.mat", X, S, y)
+    loaded, skipped = load_available(["Lost", "PLCIFAR10_Aggregate", "digits-USS"], data_dir=tmp_path)
+    assert list(loaded) == ["Lost", "digits-USS"]
+    assert list(skipped) == ["PLCIFAR10_Aggregate"]
+    assert skipped["PLCIFAR10_Aggregate"] == "data not found: The PLCIFAR10 annotations not found."
+    (tmp_path / "Birdsong.mat").write_bytes(b"MATLAB 5.0 MAT-file, then nothing")  # present but damaged: raises
+    with pytest.raises(DataFormatError, match="Birdsong"):
+        load_available(["Lost", "Birdsong"], data_dir=tmp_path)
+    with pytest.raises(DataNotFoundError, match="MSRCv2 not found"):  # nothing at all to show
+        load_available(["MSRCv2", "English"], data_dir=tmp_path)

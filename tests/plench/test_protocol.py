@@ -264,3 +264,90 @@ def test_measure_batched_speedup_reports_both_timings(small_pll):
                                               checkpoint_freq=2)
     assert result["runs"] == 2 and result["one_by_one_s"] > 0 and result["batched_s"] > 0
     assert result["speedup"] == pytest.approx(result["one_by_one_s"] / result["batched_s"])
+
+
+# -------------------------------------------------------------------------------------------- which runs a table shows
+def test_select_runs_takes_exactly_the_runs_of_the_current_settings(small_pll, tmp_path):
+    """A larger sweep (3 configurations x 3 splits of one algorithm, and other steps) left in the folder, then a
+    smaller run of two algorithms (2 x 2): the tables must show 2 configurations x 2 splits for both."""
+    tiny = dict(arch="mlp", checkpoint_freq=2, steps=4)
+    larger = protocol.Grid(("_ProdenForTests",), n_hparams=3, n_trials=3, **tiny)
+    other_steps = protocol.Grid(("_OwnStep",), n_hparams=2, n_trials=2, arch="mlp", checkpoint_freq=2, steps=6)
+    smaller = protocol.Grid(("_ProdenForTests", "_OwnStep"), n_hparams=2, n_trials=2, **tiny)
+    protocol.sweep_grids([larger, other_steps], [small_pll], out_dir=tmp_path)
+    records, counts = protocol.sweep_grids([smaller], [small_pll], out_dir=tmp_path)
+    assert counts == {"total": 8, "skipped": 4, "restarted": 0, "ran": 4}  # _ProdenForTests' 4 runs were done
+    everything = protocol.collect(tmp_path)
+    assert everything["run"].nunique() == 9 + 4 + 4
+    # what the notebooks did before: every record of the chosen datasets and algorithms
+    old = results_table(everything[everything["algorithm"].isin(smaller.algorithms)])
+    assert set(old["n_trials"]) == {2, 3}
+    table = results_table(records)
+    assert set(table["n_trials"]) == {2} and set(table["n_configs"]) == {2} and set(table["steps"]) == {4}
+    assert records["run"].nunique() == 8
+    assert set(map(tuple, records[["hparams_seed", "trial_seed"]].drop_duplicates().to_numpy())) == \
+        {(h, t) for h in range(2) for t in range(2)}
+
+
+def test_select_runs_names_the_runs_that_are_missing(small_pll, tmp_path):
+    grid = protocol.Grid(("_ProdenForTests",), n_hparams=1, n_trials=1, arch="mlp", checkpoint_freq=2, steps=3)
+    records, _ = protocol.sweep_grids([grid], [small_pll], out_dir=tmp_path)
+    wider = protocol.Grid(("_ProdenForTests",), n_hparams=2, n_trials=1, arch="mlp", checkpoint_freq=2, steps=3)
+    with pytest.raises(ConfigError, match=r"1 of the 2 runs these settings define have no finished records.*"
+                                          r"hparams_seed=1, trial_seed=0"):
+        protocol.select_runs(protocol.collect(tmp_path), wider.run_args([small_pll]))
+    # a different override is a different run
+    overridden = protocol.sweep_args([small_pll], ["_ProdenForTests"], n_hparams=1, n_trials=1, arch="mlp",
+                                     checkpoint_freq=2, steps=3, hparams_overrides={"lr": 0.01})
+    with pytest.raises(ConfigError, match="1 of the 1 runs"):
+        protocol.select_runs(records, overridden)
+
+
+def test_sweep_args_take_a_named_datasets_own_steps_without_loading_it():
+    args = protocol.sweep_args(["digits-USS", "PLDigits-Vaguest"], ["PRODEN"], n_hparams=1, n_trials=1, arch="mlp",
+                               checkpoint_freq=1000)
+    assert [a["steps"] for a in args] == [10_000, 60_000]
+
+
+def test_auto_batching_groups_only_the_batch_sizes_where_it_pays(tmp_path):
+    """With batched="auto", runs whose step is small (batch size x (features + classes) <= 10,000) are trained
+    together, per (dataset, algorithm, steps, batch size); larger ones run alone. True groups every batch size."""
+    args = protocol.sweep_args(["digits-USS"], ["_ProdenForTests"], n_hparams=12, n_trials=2, arch="mlp",
+                               checkpoint_freq=5, steps=10)
+    todo = [(a, tmp_path / str(i)) for i, a in enumerate(args)]
+    size = {(a["hparams_seed"], a["trial_seed"]): hparams_for("_ProdenForTests", "mlp", hparams_seed=a["hparams_seed"],
+                                                              trial_seed=a["trial_seed"])["batch_size"] for a in args}
+    assert set(size.values()) == {32, 64, 128}  # the MLP grid: 2 ** int(uniform(5, 8))
+
+    def sizes(tasks):
+        return [sorted({size[a["hparams_seed"], a["trial_seed"]] for a, _ in task}) for task in tasks]
+
+    widths = {"digits-USS": 108 + 16}  # shaped like Lost: 32 and 64 are batched, 128 is not
+    auto = protocol.sweep_tasks(todo, batched="auto", widths=widths)
+    assert sorted(len(t) for t in auto if sizes([t])[0] == [128]) == [1] * sum(v == 128 for v in size.values())
+    assert min(len(t) for t in auto if sizes([t])[0] != [128]) > 1  # groups of 32s and of 64s
+    assert all(len(s) == 1 for s in sizes(auto))  # never mixes batch sizes
+    assert sum(map(len, auto)) == len(todo)
+    every = protocol.sweep_tasks(todo, batched=True)
+    assert sorted(map(tuple, sizes(every))) == [(32,), (64,), (128,)]
+    assert all(len(t) == 1 for t in protocol.sweep_tasks(todo, batched=False))
+    assert [len(t) for t in protocol.sweep_tasks(todo, batched=True, max_group=4)].count(4) >= 3
+    overridden = [({**a, "hparams_overrides": {"batch_size": 256}}, d) for a, d in todo]
+    assert all(len(t) == 1 for t in protocol.sweep_tasks(overridden, batched="auto", widths=widths))
+    # wide data (Soccer Player: 279 features + 171 classes): batching loses even at batch size 32
+    assert all(len(t) == 1 for t in protocol.sweep_tasks(todo, batched="auto", widths={"digits-USS": 450}))
+    with pytest.raises(ConfigError, match="unknown batched"):
+        protocol.sweep_tasks(todo, batched="yes")
+    with pytest.raises(ConfigError, match="width"):
+        protocol.sweep_tasks(todo, batched="auto")
+    cnn = [({**a, "arch": "digits_cnn"}, d) for a, d in todo]  # "auto" batches MLPs only
+    assert all(len(t) == 1 for t in protocol.sweep_tasks(cnn, batched="auto", widths=widths))
+
+
+@pytest.mark.parametrize("batch_size, width, pays", [(32, 74, True), (128, 74, True), (256, 74, False), (64, 124, True),
+                                                     (128, 124, False), (64, 160, False), (32, 300, True),
+                                                     (32, 345, False), (32, 1550, False)])
+def test_batching_pays_for_small_steps_only(batch_size, width, pays):
+    assert protocol.batching_pays(batch_size, "auto", width) is pays
+    assert protocol.batching_pays(batch_size, True, width) is True
+    assert protocol.batching_pays(batch_size, False, width) is False

@@ -9,6 +9,9 @@ from plench.rehearsal import PALM_STAND_INS, palm_stand_in, write_rehearsal_data
 from shared.datasets import load_dataset
 from shared.datasets.writers import write_cifar10
 from shared.noise.partial import aggregate_union, aggregate_vaguest
+from shared.paths import REPO_ROOT
+from shared.preflight import preflight
+from shared.run import parse_args, plan_jobs
 
 N_IMAGES = 200
 
@@ -64,3 +67,21 @@ def test_plcifar10_annotations_give_a_plausible_crowd(rehearsal):
     a, v = table5_row(agg), table5_row(vag)
     assert a["Avg. # CLs"] > v["Avg. # CLs"] > 2 and a["Noise Rate (%)"] < 2 < v["Noise Rate (%)"] < 40
     assert PAPER_NAMES[agg.name] == "PLCIFAR10-Aggregate"
+
+
+def test_preflight_finds_every_dataset_the_full_profile_reads_in_the_rehearsal_folder(rehearsal):
+    root = rehearsal[0]
+    args = parse_args(["plench", "--profile", "full", "-f", str(REPO_ROOT / "plench/params/rehearsal.yaml"),
+                       "-p", "data_dir", str(root)])
+    report = preflight(plan_jobs(args, "full", root / "runs"), "full", has_cuda=True)
+    assert report.ok and not report.warnings, report.text()
+    assert {"SoccerPlayer", "PLCIFAR10_Vaguest"} <= set(report.checked["plench/00_datasets.ipynb"])
+    (root / "plcifar10" / "plcifar10.pkl").rename(root / "moved.pkl")
+    try:  # PLCIFAR10 absent: 00 warns (it skips it, Table 5 still runs); 03 has nothing left and stops
+        report = preflight(plan_jobs(args, "full", root / "runs"), "full", has_cuda=True)
+    finally:
+        (root / "moved.pkl").rename(root / "plcifar10" / "plcifar10.pkl")
+    stopped = {key for keys in report.problems.values() for key in keys}
+    assert stopped == {"plench/03_image.ipynb", "plench/04_validation_use.ipynb"}
+    assert all("PLCIFAR10 annotations not found" in message for message in report.problems)
+    assert any("plench/00_datasets.ipynb" in keys for keys in report.warnings.values())

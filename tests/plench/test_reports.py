@@ -119,6 +119,13 @@ def test_train_with_validation_runs_the_default_configuration_resumably(tmp_path
                        checkpoint_freq=3, out_dir=tmp_path / "direct")
     mine = found[(found["algorithm"] == "PRODEN") & (found["trial_seed"] == 1)].sort_values("step")
     assert mine["test_acc"].tolist() == [r["test_acc"] for r in direct]
+    # its runs are validation_training_args's: select_runs reads exactly them, here one split of two
+    from plench.protocol import select_runs
+    from plench.reports import validation_training_args
+
+    args = validation_training_args([ds], ["PRODEN", "CC"], n_trials=1, arch="mlp", steps=6, checkpoint_freq=3)
+    chosen = select_runs(collect(tmp_path), args)
+    assert chosen["run"].nunique() == 2 and set(chosen["trial_seed"]) == {0}
 
 
 # -- train_model ---------------------------------------------------------------------------------------------------
@@ -140,19 +147,93 @@ def test_train_model_is_the_model_train_run_ends_with(tmp_path, name, arch, moda
     assert not model.training and model.curr_iter == 7
 
 
-# -- tabular_paper_rows --------------------------------------------------------------------------------------------
+# -- tabular_paper_rows, image_paper_rows: what was run -------------------------------------------------------------
+def results(datasets, algorithms, criteria, values, *, steps=200, n_configs=1, n_trials=2, arch=None):
+    frame = pd.DataFrame({"dataset": datasets, "algorithm": algorithms, "criterion": criteria, "value": values,
+                          "steps": steps, "n_configs": n_configs, "n_trials": n_trials})
+    return frame if arch is None else frame.assign(arch=arch)
+
+
 def test_tabular_rows_set_each_palm_dataset_beside_its_own_table():
     from plench.reports import tabular_paper_rows
     from shared.report import compare_with_paper, reported
 
-    ours = pd.DataFrame({"dataset": ["SoccerPlayer", "Lost", "digits-USS", "synthetic-manyclass"],
-                         "algorithm": ["SCL_NL", "PRODEN", "PRODEN", "PRODEN"], "criterion": ["CR", "OA&ES", "AA", "CR"],
-                         "value": [50.0, 60.0, 70.0, 80.0]})
-    rows = tabular_paper_rows(ours, "full")
+    ours = results(["SoccerPlayer", "Lost", "digits-USS", "synthetic-manyclass"], ["SCL_NL", "PRODEN", "PRODEN", "PRODEN"],
+                   ["CR", "OA&ES", "AA", "CR"], [50.0, 60.0, 70.0, 80.0], steps=20_000, n_configs=20, n_trials=5)
+    rows = tabular_paper_rows(ours)
     assert rows[["dataset", "network"]].values.tolist() == [["Soccer Player", "MLP"], ["Lost", "MLP"], ["Lost", "MLP"]]
-    assert rows["ours_on"].tolist()[0] == "SoccerPlayer (MLP, full)"
+    assert rows["ours_on"].tolist()[0] == "SoccerPlayer (MLP, 20,000 steps, 20 configs x 5 splits)"
     table = compare_with_paper(rows.iloc[:2], reported("plench", "results"), on=["dataset", "network", "algorithm", "criterion"])
     found = table[table["ours"].notna()]
     assert found[["item", "algorithm", "ours"]].values.tolist() == [["Table 7", "PRODEN", 60.0], ["Table 13", "SCL-NL", 50.0]]
-    empty = tabular_paper_rows(ours.iloc[3:], "smoke")  # no counterpart: an empty frame that still compares
+    empty = tabular_paper_rows(ours.iloc[3:])  # no counterpart: an empty frame that still compares
     assert len(empty) == 0 and len(compare_with_paper(empty, reported("plench", "results"))) == 0
+
+
+def test_a_reduced_run_is_tagged_with_what_was_run_not_as_full():
+    """A 200-step, one-configuration run was tagged "(MLP, full)"; the tag now gives steps, configs and splits."""
+    from plench.reports import PAPER_PROTOCOL, run_tag, tabular_paper_rows
+
+    rows = tabular_paper_rows(results(["Lost"], ["PRODEN"], ["CR"], [60.0], steps=200, n_configs=1, n_trials=2))
+    assert rows["ours_on"].tolist() == ["Lost (MLP, 200 steps, 1 config x 2 splits)"]
+    assert "full" not in rows["ours_on"].iloc[0]
+    assert run_tag("digits_cnn", 100, 1, 1) == "digits CNN, 100 steps, 1 config x 1 split"
+    assert "20 configs x 5 splits" in PAPER_PROTOCOL["tabular"]
+
+
+def test_image_rows_use_the_network_of_each_arch_or_the_one_given():
+    from plench.reports import image_paper_rows
+
+    ours = results(["PLDigits-Aggregate", "PLCIFAR10_Vaguest"], ["PRODEN", "PiCO_plus"], ["CR", "AA"], [70.0, 60.0],
+                   steps=100, n_trials=1, arch=["digits_cnn", "densenet_bc"])
+    rows = image_paper_rows(ours)
+    assert rows[["dataset", "network", "algorithm"]].values.tolist() == [
+        ["PLCIFAR10-Aggregate", "ResNet", "PRODEN"], ["PLCIFAR10-Vaguest", "DenseNet", "PiCO+"]]
+    assert rows["ours_on"].iloc[1] == "PLCIFAR10_Vaguest (DenseNet-BC-22, 100 steps, 1 config x 1 split)"
+    assert image_paper_rows(ours.assign(arch="mlp"), network="ResNet")["network"].tolist() == ["ResNet", "ResNet"]
+    with pytest.raises(ConfigError, match="n_configs"):
+        image_paper_rows(ours.drop(columns=["n_configs"]))
+
+
+# -- the notebooks' settings as sweeps ------------------------------------------------------------------------------
+def test_tabular_grids_follow_the_settings():
+    from plench.reports import tabular_grids
+
+    cfg = {"algorithms": ["PRODEN", "EXP", "VALEN"], "fixed_variants": ["EXP", "MCL_GCE"], "n_hparams": 2,
+           "n_trials": 3, "steps": None, "checkpoint_freq": 25, "batched": "auto", "compat": True,
+           "hparams_overrides": {"VALEN": {"warm_up": 60}, "POP": {"warm_up": 1}}}
+    grids = tabular_grids(cfg)
+    assert [(g.algorithms, g.compat, g.hparams_overrides) for g in grids] == [
+        (("PRODEN", "EXP"), True, None), (("VALEN",), True, {"warm_up": 60}), (("EXP",), False, None)]
+    assert {(g.n_hparams, g.n_trials, g.steps, g.batched, g.arch) for g in grids} == {(2, 3, None, "auto", "mlp")}
+    assert [g.compat for g in tabular_grids({**cfg, "compat": False})] == [False, False]
+
+
+def test_image_grids_merge_the_shared_batch_size_with_each_algorithms_overrides():
+    from plench.reports import image_grids, image_overrides
+
+    cfg = {"algorithms": ["PRODEN", "PiCO"], "archs": ["digits_cnn"], "n_hparams": 1, "n_trials": 1, "steps": 100,
+           "checkpoint_freq": 25, "compat": True, "batch_size": 32, "hparams_overrides": {"PiCO": {"prot_start": 40}}}
+    assert [g.hparams_overrides for g in image_grids(cfg)] == [{"batch_size": 32}, {"batch_size": 32, "prot_start": 40}]
+    assert image_overrides({**cfg, "batch_size": None}, "PRODEN") is None
+
+
+# -- Figure 1(a, b) and Table 5 ---------------------------------------------------------------------------------------
+def test_arm_differences_pair_the_splits():
+    from plench.reports import arm_differences
+
+    arms = pd.DataFrame({"dataset": "A", "algorithm": ["PRODEN", "PRODEN", "CC"], "arm": ["validation", "training", "validation"],
+                         "mean": [70.0, 75.0, 60.0], "per_trial": [(60.0, 80.0), (70.0, 80.0), (60.0, 60.0)]})
+    table = arm_differences(arms, {"A": 90.0})
+    assert table.to_dict("records") == [{"dataset": "A", "algorithm": "PRODEN", "validation": 70.0, "training": 75.0,
+                                         "training - validation": 5.0, "splits won by training": "1/2",
+                                         "validation rows alone": 90.0}]  # CC has no training arm: left out
+
+
+def test_table5_rows_name_the_paper_datasets_and_ours():
+    from plench.reports import table5, table5_paper_rows
+
+    ds = load_pll_dataset("PLDigits-Vaguest")
+    rows = table5_paper_rows(table5({"PLDigits-Vaguest": ds}))
+    assert set(rows["dataset"]) == {"PLCIFAR10-Vaguest"} and set(rows["ours_on"]) == {"PLDigits-Vaguest"}
+    assert rows.set_index("metric")["value"]["examples"] == 1797
