@@ -38,7 +38,7 @@ PAPER_DATASET = {"vader": "amazon", "imdb": "imdb", "amazon": "amazon"}
 OURS_ON = {"vader": "VADER panel analogue (smoke): VADER test tokens, rater panels 0-4 vs 5-9",
            "imdb": "lnlfm + cleanlab release", "amazon": "lnlfm + cleanlab release"}
 COMPARISON_KEYS = ["dataset", "method", "threshold", "protocol", "category", "new_category"]
-RELEASE_SOURCE = "lnlfm release (github.com/dcx/lnlfm, mturk/)"  # the ``source`` of lnlfn/reported/mturk.csv's release-grid rows
+RELEASE_SOURCE = "lnlfm release (github.com/dcx/lnlfm mturk/)"  # the ``source`` of lnlfn/reported/mturk.csv's release-grid rows
 FIG5_GROUPS = ("uniform flip of clean items (same model)", "Correctable (verified)", "Non-Error (verified)",
                "clean (never hypothesized)")
 

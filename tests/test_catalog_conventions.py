@@ -30,6 +30,13 @@ def test_every_notebook_is_in_its_catalog_and_reported_files_exist():
                 assert not table.empty
 
 
+@pytest.mark.parametrize("path", sorted(REPO_ROOT.glob("*/reported/*.csv")), ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+def test_every_reported_csv_reads_with_the_required_columns(path):
+    # every file, not only those items.yaml names: a notebook may read any of them
+    table = reported(path.parent.parent.name, path.stem)
+    assert not table.empty and table["value"].notna().all(), f"{path}: empty, or rows without a value"
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_notebook_has_parameters_cell_and_no_outputs(path):
     nb = json.loads(path.read_text())
