@@ -47,7 +47,7 @@ rehearse: setup
 	$(BIN)/python -m shared.rehearsal $(REHEARSAL_DATA)
 	status=0; for paper in ciln plench lnlfn; do \
 	  $(BIN)/python -m shared.run $$paper --profile full -f $$paper/params/rehearsal.yaml \
-	    -p data_dir $(REHEARSAL_DATA) --out runs/rehearsal --jobs $(JOBS) $(ARGS) || status=1; \
+	    -p data_dir $(REHEARSAL_DATA) --out runs/rehearsal --jobs $(JOBS) --threads 1 $(ARGS) || status=1; \
 	done; exit $$status
 
 lab: setup

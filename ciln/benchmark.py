@@ -20,9 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ciln import corruptions as corruption_module
 from ciln import measures
-from ciln import voters as voters_module
 from ciln.corruptions import CORRUPTIONS, check_options, corrupt, domain_of, get_corruption
 from ciln.splits import SPLIT_NAMES, gu_five_way_split
 from ciln.voters import Voter, data_fingerprint, parse_pool, train_voter
@@ -242,8 +240,7 @@ def generate_benchmark(
 
     base = {"dataset": ds.name, "split": split, "data": data_fingerprint(X, y), "pool": pool,
             "voter_seed": voter_seed, "master_seed": master_seed}
-    code = [corruption_module, corruption_module.cifar, corruption_module.frost, corruption_module.mnist,
-            corruption_module.tabular, corruption_module.primitives, voters_module]
+    code = [generate_benchmark]  # this module's imports, followed: the corruptions, the voters, their helpers
     clean = cache.get_or_build("ciln-votes", dict(base, setting="clean"), lambda: {"probs": predict(X)}, code=code)["probs"]
     probs = {}
     for c, s in progress(settings, desc=f"{ds.name} settings"):

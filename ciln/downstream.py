@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -30,7 +29,6 @@ from ciln.corruptions import corrupt
 from ciln.plidn import labelled_rows
 from ciln.splits import SPLIT_NAMES
 from ciln.voters import data_fingerprint
-from shared import methods as methods_module
 from shared.cache import ArtifactCache
 from shared.errors import ConfigError
 from shared.methods import TrainSetup, make_method
@@ -219,7 +217,7 @@ def run(scenario: Scenario, method: str, cfg, *, seed: int, test: tuple[np.ndarr
         return arrays
 
     cache = cache or ArtifactCache()
-    arrays = cache.get_or_build("ciln-downstream", params, build, code=[Path(methods_module.__file__).parent, Path(__file__)])
+    arrays = cache.get_or_build("ciln-downstream", params, build, code=[run])
     history = {k[len("history_"):]: v for k, v in arrays.items() if k.startswith("history_")}
     losses = {int(k[len("loss_epoch_"):]): v for k, v in arrays.items() if k.startswith("loss_epoch_")}
     test_acc = history["test_acc"]

@@ -110,7 +110,7 @@ def read_release(tier: str, data_dir=None, *, cache: ArtifactCache | None = None
                 "split": np.array(split)}
 
     arrays = (cache or ArtifactCache()).get_or_build(
-        "ciln-plidn-release", {"folder": str(folder.resolve()), "files": stamp}, build, code=[Path(__file__)])
+        "ciln-plidn-release", {"folder": str(folder.resolve()), "files": stamp}, build, code=[read_release])
     return PlidnRelease(**arrays)
 
 

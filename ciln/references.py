@@ -27,7 +27,6 @@ from shared.datasets import Dataset
 from shared.datasets.files import load_npy
 from shared.datasets.real import missing_data_error
 from shared.errors import DataFormatError, unknown_choice
-from shared.noise import raters as raters_module
 from shared.noise.raters import oracle_rate_for_error, pool_error, rater_pools_for_errors, train_rater_pool
 from shared.paths import data_dir as resolve_data_dir
 
@@ -72,7 +71,7 @@ def _cached(kind: str, ds: Dataset, params: dict, build, cache: ArtifactCache | 
     cache = cache or ArtifactCache()
     params = dict(params, dataset=ds.name, data=data_fingerprint(ds.train.X, ds.train.y),
                   test=data_fingerprint(ds.test.X, ds.test.y))
-    return cache.get_or_build(kind, params, build, code=[raters_module, Path(__file__)])
+    return cache.get_or_build(kind, params, build, code=[_cached])
 
 
 def pseudo_human_counts(ds: Dataset, *, annotators: int = 50, target_error: float = 0.075, seed: int = 0,

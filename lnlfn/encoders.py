@@ -40,7 +40,6 @@ NGRAM_KINDS = {
 }
 PAIR_SEPARATOR = " [SEP] "  # BERT's separator token: the MiniLM tokenizer maps the literal to the special token
 _ENCODE_CHUNK = 1024
-EMBED_VERSION = 1  # bump when the way texts become vectors changes (it is part of the cache key)
 
 
 # ------------------------------------------------------------------------------------------ hashing
@@ -183,8 +182,8 @@ def embed(texts: Sequence[str], *, text_pairs: Sequence[str] | None = None, mode
         batch_size, device: encoding batch size and torch device ("cpu", "cuda", "auto"); they do not enter
             the cache key (they change results only at float rounding level).
         cache: an ArtifactCache; None = the default cache (``$NOISY_CACHE_DIR``); False = no caching.
-            Entries are keyed by the model (name and a fingerprint of its files), the pair mode and a hash of
-            the texts.
+            Entries are keyed by the model (name and a fingerprint of its files), the pair mode, a hash of
+            the texts and the code (this module and the project modules it imports).
 
     Distinct texts are encoded once (duplicates, e.g. SNLI premises, are looked up).
     """
@@ -218,13 +217,12 @@ def embed(texts: Sequence[str], *, text_pairs: Sequence[str] | None = None, mode
 
     if cache is False:
         return build()["embeddings"]
-    # no code fingerprint: the vectors depend on the model and the texts only (re-encoding RT takes minutes)
-    params = {"version": EMBED_VERSION, "model": model if model in MODELS else str(path),
+    params = {"model": model if model in MODELS else str(path),
               "model_files": _model_fingerprint(path),
               "texts": texts_hash(texts, text_pairs), "n": len(texts),
               "pair_mode": pair_mode if text_pairs is not None else None}
     cache = cache if isinstance(cache, ArtifactCache) else ArtifactCache()
-    return cache.get_or_build("lnlfn-embeddings", params, build)["embeddings"]
+    return cache.get_or_build("lnlfn-embeddings", params, build, code=[embed])["embeddings"]
 
 
 # ------------------------------------------------------------------------------------------ n-gram baseline
@@ -273,5 +271,5 @@ def ngram_features(train_texts: Sequence[str], *other_texts: Sequence[str], kind
     return (X_train, *(vectorizer.transform(t).tocsr() for t in others))
 
 
-__all__ = ["MODELS", "PAIR_MODES", "NGRAM_KINDS", "PAIR_SEPARATOR", "EMBED_VERSION", "texts_hash", "join_pairs",
+__all__ = ["MODELS", "PAIR_MODES", "NGRAM_KINDS", "PAIR_SEPARATOR", "texts_hash", "join_pairs",
            "model_dir", "load_encoder", "embedding_dim", "embed", "ngram_features"]

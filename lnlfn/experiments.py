@@ -102,11 +102,14 @@ def _heads_sweep(X, ds, labels, configs, desc: str) -> SweepResult:
 
 
 def model_sweep(ds, labels, *, model: str = "all-minilm-l6-v2", configs=None, device="cpu", data_dir=None,
-                desc: str = "model sweep") -> SweepResult:
+                desc: str = "model sweep", executor=None) -> SweepResult:
     """The foundation-model sweep: every run trains on the train rows' ``labels`` (n,), is selected on the
     validation rows and scores all validation and test rows (``scored_items``).
 
     ``configs``: HeadConfigs (frozen model) or FinetuneConfigs (fine-tuning); default ``sweep_configs(model, None)``.
+    ``executor``: where fine-tuning runs train (the notebooks' setting ``executor``; ``finetune_sweep``), e.g.
+    ``{kind: slurm, gpus_per_node: 1, wait: false}``; None: in this process. Frozen-model heads (the smoke
+    profile) always train in this process.
     """
     y = _check_labels(ds, labels)
     configs = list(configs) if configs is not None else sweep_configs(model, None)
@@ -122,7 +125,7 @@ def model_sweep(ds, labels, *, model: str = "all-minilm-l6-v2", configs=None, de
         items = lambda rows: [ds.texts[i] for i in rows]  # noqa: E731
     return finetune_sweep(model, items(scored), y[scored], configs, train=(items(train), y[train]),
                           val=val_items(ds), num_labels=ds.num_classes, task=task_of(ds), device=device,
-                          data_dir=data_dir)
+                          data_dir=data_dir, executor=executor)
 
 
 def task_of(ds) -> str:

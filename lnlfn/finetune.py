@@ -23,17 +23,21 @@ Models are local folders only (``resolve_model_dir``); nothing is downloaded. Ev
 (AdamW, linear warm-up/decay, gradient clipping at 1.0, optional bf16 autocast on CUDA), deterministic given
 the config's seed (bitwise on CPU; on CUDA up to non-deterministic kernels). Each run's probabilities, timing
 and loss curve are cached in the artifact cache, keyed by the model's file contents, the data, the labels,
-the config and the task, so re-running a sweep is free.
+the config, the task and the code (this module and the project modules it imports), so re-running a sweep is
+free. ``finetune_sweep(..., executor={"kind": "slurm", "gpus_per_node": 1})`` trains the runs as jobs (local
+processes or a Slurm job array, ``shared.sweep.map_jobs``); each job stores its run in that cache, where the
+sweep, or its next launch after ``wait: false``, collects it.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import MISSING, asdict, dataclass, field, fields
-from functools import lru_cache
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -41,9 +45,11 @@ import numpy as np
 
 from lnlfn import encoders
 from lnlfn.scoring import SweepResult, _items, _labels, array_hash, check_configs, draw_sweep, loss_scores
-from shared.cache import ArtifactCache
+from shared.cache import ArtifactCache, code_fingerprint, params_key
 from shared.device import select_device
 from shared.errors import ConfigError, DataNotFoundError, unknown_choice
+from shared.executor import executor_spec
+from shared.paths import cache_dir
 from shared.paths import data_dir as resolve_data_dir
 from shared.progress import progress
 from shared.seeding import item_seed
@@ -53,7 +59,7 @@ MAX_GRAD_NORM = 1.0  # Hugging Face Trainer's default
 LOSS_POINTS = 100  # the training loss curve is averaged into at most this many windows
 EVAL_BATCH = 64
 IGNORE = -100  # label of sub-tokens that carry no word label (cross_entropy's ignore_index)
-_CODE = [Path(__file__)]  # cached runs are rebuilt when this file changes
+CACHE_KIND = "lnlfn-finetune"  # <cache>/lnlfn-finetune/<key>/: one run; .submitit/: sweeps run by an executor
 
 
 # ------------------------------------------------------------------------------------------ configs
@@ -530,12 +536,21 @@ def finetune_probs(model: str | os.PathLike, train: tuple, eval_items, config: F
         arrays = build()
     else:
         store = cache if isinstance(cache, ArtifactCache) else ArtifactCache()
-        params = {"model": model_fingerprint(path), "train": _items_hash(train_items), "labels": array_hash(y),
-                  "eval": _items_hash(eval_items), "num_labels": k, "task": task, "config": config.params()}
-        arrays = store.get_or_build("lnlfn-finetune", params, build, code=_CODE)
+        params = {**_data_params(path, train_items, y, eval_items, k, task), "config": config.params()}
+        arrays = store.get_or_build(CACHE_KIND, params, build, code=[finetune_probs])
+    return _as_run(config, arrays, from_cache=not built)
+
+
+def _data_params(path: Path, train_items, y: np.ndarray, eval_items, num_labels: int, task: str) -> dict:
+    """The cache key's parameters shared by every run of a sweep (all but ``config``)."""
+    return {"model": model_fingerprint(path), "train": _items_hash(train_items), "labels": array_hash(y),
+            "eval": _items_hash(eval_items), "num_labels": num_labels, "task": task}
+
+
+def _as_run(config: FinetuneConfig, arrays: dict, *, from_cache: bool) -> FinetuneRun:
     return FinetuneRun(config, arrays["probs"], arrays["train_loss"], float(arrays["samples_per_second"]),
                        float(arrays["train_seconds"]), float(arrays["wall_seconds"]), str(arrays["device"]),
-                       from_cache=not built)
+                       from_cache=from_cache)
 
 
 # ------------------------------------------------------------------------------------------ sweep
@@ -553,8 +568,8 @@ class FinetuneSweep(SweepResult):
 
 def finetune_sweep(model: str | os.PathLike, texts, labels, configs: Iterable[FinetuneConfig], *, train: tuple,
                    val, num_labels: int, task: str = "sequence", device="auto",
-                   cache: ArtifactCache | None | bool = None, data_dir: str | os.PathLike | None = None
-                   ) -> FinetuneSweep:
+                   cache: ArtifactCache | None | bool = None, data_dir: str | os.PathLike | None = None,
+                   executor=None) -> FinetuneSweep:
     """Every config fine-tuned on ``train`` and scored on all ``texts``: ``run_sweep``'s held-out protocol.
 
     Args:
@@ -565,9 +580,17 @@ def finetune_sweep(model: str | os.PathLike, texts, labels, configs: Iterable[Fi
         train: ``(items, labels)`` of the training split.
         val: mask or indices into ``texts`` of the validation items, whose noisy accuracy (ties: lower loss)
             selects runs; restrict the result to the test items afterwards (``sweep.restrict``).
-        num_labels, task, device, cache, data_dir: as in ``finetune_probs``.
+        num_labels, task, device, cache, data_dir: as in ``finetune_probs``. ``device`` is resolved where each
+            run trains ("auto": a Slurm job's GPU, if it has one).
+        executor: None: the runs train one after another in this process. Otherwise where they train
+            (``shared.sweep.map_jobs``): an ``ExecutorSpec`` or a setting for ``shared.executor.executor_spec``
+            (``"debug"``, ``{kind: local, jobs: 2}``, ``{kind: slurm, partition: gpu, gpus_per_node: 1,
+            wait: false}``); see ``_runs_on_executor`` for the cache and Slurm's bookkeeping.
 
     Returns: a ``FinetuneSweep`` (a ``SweepResult``: probs (m, n, K), val_accuracy/val_loss (m,), folds None).
+
+    Raises: ``shared.sweep.SweepPending`` (Slurm with ``wait: false``) once the missing runs are submitted;
+    calling again with the same arguments collects them.
     """
     configs = check_configs(configs, FinetuneConfig, "random_finetune_configs(25)")
     n = _n_items(_check_items(texts, task, "texts"))
@@ -575,12 +598,89 @@ def finetune_sweep(model: str | os.PathLike, texts, labels, configs: Iterable[Fi
     val_idx = _items(val, n, "val")
     if len(val_idx) == 0:
         raise ConfigError("val selects no items; run selection needs at least one")
-    runs = tuple(finetune_probs(model, train, texts, c, num_labels=k, task=task, device=device, cache=cache,
-                                data_dir=data_dir) for c in progress(configs, desc="fine-tuning sweep"))
+    common = dict(num_labels=k, task=task, device=device, data_dir=data_dir)
+    if executor is None:
+        runs = tuple(finetune_probs(model, train, texts, c, cache=cache, **common)
+                     for c in progress(configs, desc="fine-tuning sweep"))
+    else:
+        runs = _runs_on_executor(model, train, texts, configs, executor_spec(executor), cache=cache, **common)
     P = np.stack([r.probs for r in runs])
     acc = (P[:, val_idx].argmax(axis=2) == y[val_idx]).mean(axis=1)
     loss = np.array([loss_scores(p[val_idx], y[val_idx]).mean() for p in P])
     return FinetuneSweep(configs, P, y, acc, loss, folds=None, items=np.arange(n), runs=runs)
+
+
+class _NotCached(Exception):
+    """Raised by ``_cached_run``'s build: the run is not (soundly) in the cache."""
+
+
+def _not_cached():
+    raise _NotCached
+
+
+def _runs_on_executor(model, train: tuple, texts, configs: tuple, spec, *, cache, num_labels: int, task: str,
+                      device, data_dir) -> tuple[FinetuneRun, ...]:
+    """The sweep's runs, those not in the artifact cache trained as jobs of ``spec`` (an ExecutorSpec).
+
+    Runs already cached are loaded here and not submitted: so a launch after ``wait: false`` collects what the
+    jobs stored and submits only what is missing (and not what Slurm jobs of an earlier launch still run).
+    Each job stores its run in the same cache (``cache``: an ArtifactCache, or None for the default one, resolved
+    here so every job writes where this process reads; on Slurm it must be on a file system the nodes share).
+    ``cache=False`` needs the debug executor: elsewhere a run would live only in a job's return value, lost to
+    ``wait: false`` and to an interrupted sweep.
+
+    Slurm's bookkeeping (submitit's scripts and logs, the ledger of jobs in flight) goes to
+    ``<cache root>/lnlfn-finetune/.submitit/<sweep>``, ``<sweep>`` 16 hex digits of SHA-256 over the model's
+    fingerprint, the train items and labels, the eval items, K and the task: two sweeps over different data or
+    models never share a ledger, and the same sweep with more configs finds its earlier jobs. A job's unit (what
+    the ledger names) is the config's name with its cache key. Each run is its own array task unless the spec's
+    ``chunk`` says otherwise.
+    """
+    from shared.sweep import map_jobs
+
+    if cache is False and spec.kind != "debug":
+        raise ConfigError(f"cache=False cannot be used with the {spec.kind!r} executor: each run's result is kept "
+                          "only in the artifact cache the job writes, so an interrupted or non-waiting sweep would "
+                          "lose it; pass cache=None (the default cache) or an ArtifactCache, or executor='debug' / "
+                          "None to train in this process")
+    if spec.kind == "slurm" and spec.gpus_per_node and str(device) == "cpu":
+        raise ConfigError("the Slurm jobs ask for GPUs (gpus_per_node) but device is 'cpu', which is what 'auto' "
+                          "resolves to on a machine without a GPU (e.g. a login node), so the jobs would ignore their GPUs; run the "
+                          "notebook itself on a GPU node (python -m shared.run lnlfn ... --executor slurm --gpus 1) or "
+                          "drop gpus_per_node to train on the jobs' CPUs")
+    store = None if cache is False else cache if isinstance(cache, ArtifactCache) else ArtifactCache()
+    train_items, eval_items = _check_items(train[0], task, "train items"), _check_items(texts, task, "eval items")
+    y, k = _labels(train[1], _n_items(train_items), num_labels, "train labels")
+    data = _data_params(resolve_model_dir(model, data_dir), train_items, y, eval_items, k, task)
+    code = code_fingerprint(finetune_probs)
+    keys = {c: params_key(CACHE_KIND, {**data, "config": c.params()}, code) for c in configs}
+    cached = {c: _cached_run(store, c, data, keys[c]) if store is not None else None for c in keys}
+    found = {c: run for c, run in cached.items() if run is not None}
+    todo = [c for c, run in cached.items() if run is None]
+    if todo:
+        if spec.kind == "slurm" and spec.chunk is None:  # runs are long: one per array task
+            spec = replace(spec, chunk=1)
+        sweep = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        folder = (store.root if store is not None else cache_dir()) / CACHE_KIND / ".submitit" / sweep
+        job = partial(finetune_probs, model, train, texts, num_labels=k, task=task, device=device,
+                      cache=False if store is None else store, data_dir=data_dir)
+        done = map_jobs(job, todo, jobs=spec.jobs, num_threads=spec.threads, executor=spec, folder=folder,
+                        units=lambda c: [f"{c.name} [{keys[c]}]"], desc="fine-tuning sweep")
+        found.update(zip(todo, done))
+    return tuple(found[c] for c in configs)
+
+
+def _cached_run(store: ArtifactCache, config: FinetuneConfig, data: dict, key: str) -> FinetuneRun | None:
+    """The run stored under ``key`` (``finetune_probs``'s entry for ``config``), or None if there is none or it
+    is damaged. An absent entry is not looked up further, so no lock a running job holds is waited for."""
+    if not store.entry_dir(CACHE_KIND, key).is_dir():
+        return None
+    try:
+        arrays = store.get_or_build(CACHE_KIND, {**data, "config": config.params()}, _not_cached,
+                                    code=[finetune_probs])
+    except _NotCached:
+        return None
+    return _as_run(config, arrays, from_cache=True)
 
 
 __all__ = ["TASKS", "FinetuneConfig", "random_finetune_configs", "resolve_model_dir", "model_fingerprint",

@@ -39,13 +39,12 @@ ranking, and ``Detection.aupr`` integrates only up to there by default (the pape
     dets = detect(sweep.restrict(split[ev] == "test"))
 
 Expensive fits are cached per head in the artifact cache, keyed by the features, labels, head config, fold
-assignment and seed.
+assignment, seed and code (this module and the project modules it imports, e.g. ``shared.seeding``).
 """
 from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -61,7 +60,6 @@ CL_FILTERS = ("prune_by_noise_rate", "prune_by_class", "both", "confident_learni
               "low_normalized_margin", "low_self_confidence")
 CL_RANKS = ("self_confidence", "normalized_margin", "confidence_weighted_entropy")
 LOSS_EPS = 1e-12  # probabilities are clipped here before -log, so every loss is finite (<= 27.6)
-_CODE = [Path(__file__)]  # cached fits are rebuilt when this file (the heads) changes
 
 
 # ------------------------------------------------------------------------------------------ head configs
@@ -431,7 +429,7 @@ def cross_fit_probs(X, labels, config: HeadConfig, *, n_classes: int | None = No
         return CrossFit(build()["probs"], folds)
     params = {"X": array_hash(X), "labels": array_hash(y), "n_classes": k, "head": config.params(),
               "folds": array_hash(folds), "seed": seed}
-    return CrossFit(store.get_or_build("lnlfn-crossfit", params, build, code=_CODE)["probs"], folds)
+    return CrossFit(store.get_or_build("lnlfn-crossfit", params, build, code=[cross_fit_probs])["probs"], folds)
 
 
 def holdout_probs(X_train, y_train, X_eval, config: HeadConfig, *, n_classes: int | None = None,
@@ -453,7 +451,7 @@ def holdout_probs(X_train, y_train, X_eval, config: HeadConfig, *, n_classes: in
         return build()["probs"]
     params = {"X_train": array_hash(X_train), "y_train": array_hash(y), "X_eval": array_hash(X_eval),
               "n_classes": k, "head": config.params()}
-    return store.get_or_build("lnlfn-holdout", params, build, code=_CODE)["probs"]
+    return store.get_or_build("lnlfn-holdout", params, build, code=[holdout_probs])["probs"]
 
 
 # ------------------------------------------------------------------------------------------ sweep

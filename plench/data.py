@@ -15,7 +15,6 @@ repository license them for academic use only.
 """
 from __future__ import annotations
 
-import pickle
 import re
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from shared.datasets.files import check_not_lfs_pointer
+from shared.datasets.files import check_not_lfs_pointer, load_pickle
 from shared.errors import ConfigError, DataFormatError, unknown_choice
 from shared.noise.partial import (
     aggregate_union, aggregate_vaguest, average_size, crowd_candidates, fps_candidates, pll_noise_rate,
@@ -260,35 +259,15 @@ for _name, _steps in PALM_STEPS.items():
 
 
 # ------------------------------------------------------------------------------------------ PLCIFAR10
-_PICKLE_GLOBALS = {(module, name) for module in ("numpy.core.multiarray", "numpy._core.multiarray")
-                   for name in ("scalar", "_reconstruct")} | {("numpy", "dtype"), ("numpy", "ndarray")}
-
-
-class _AnnotationUnpickler(pickle.Unpickler):
-    """Unpickles plain containers and numpy numbers only: a pickle naming any other class is refused."""
-
-    def find_class(self, module, name):
-        if (module, name) in _PICKLE_GLOBALS:
-            return super().find_class(module, name)
-        raise DataFormatError(f"the annotation pickle refers to {module}.{name}; only dicts, lists and numbers "
-                              "are expected, refusing to load it")
-
-
 def read_plcifar10_annotations(path, n: int, q: int = 10) -> np.ndarray:
     """``plcifar10.pkl`` (dict image index -> list of per-annotator label lists) as sets (n, A_max, q) uint8.
 
     Absent annotators are all-zero rows. A label repeated within one annotator's list counts once (PLENCH's
-    Vaguest compares list lengths, which differs only for such lists).
+    Vaguest compares list lengths, which differs only for such lists). The pickle is read with
+    ``shared.datasets.files.load_pickle`` (plain containers and numpy numbers only), so a crafted file cannot
+    run code.
     """
-    path = check_not_lfs_pointer(path)
-    try:
-        with open(path, "rb") as f:
-            annotations = _AnnotationUnpickler(f).load()
-    except DataFormatError as e:  # a refused class
-        raise DataFormatError(f"{path}: {e}") from None
-    except Exception as e:  # noqa: BLE001  damaged pickles fail in many ways (UnpicklingError, EOFError, KeyError, ...)
-        raise DataFormatError(f"{path} is not a readable pickle ({type(e).__name__}: {e}); it may be truncated or "
-                              f"damaged: download plcifar10.pkl again from {PLCIFAR10_URL}") from e
+    annotations = load_pickle(path, "annotation pickle", fix=f"download plcifar10.pkl again from {PLCIFAR10_URL}")
     layout = "a dict image index (int) -> list of per-annotator lists of int labels"
     if not isinstance(annotations, dict):
         raise DataFormatError(f"{path} must hold {layout}, got {type(annotations).__name__}")

@@ -30,7 +30,7 @@ import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -46,6 +46,7 @@ from plench.selection import approximated_accuracy, covering_rate, oracle_accura
 from shared import sweep as runs
 from shared.device import select_device
 from shared.errors import ConfigError, unknown_choice
+from shared.executor import executor_spec
 from shared.seeding import seed_everything, seed_hash
 
 VIEWS = ("x", "weak", "strong", "distill")  # Batch fields holding inputs; "x" is the original view
@@ -472,6 +473,8 @@ class _SweepWorker:
         self.datasets, self.device, self.eval_batch_size = datasets, device, eval_batch_size
 
     def __call__(self, task: list[tuple[dict, str]]) -> None:
+        if all(runs.is_done(run_dir) for _, run_dir in task):  # e.g. a preempted Slurm array task run again
+            return
         first = task[0][0]
         for name, cls in self.classes.items():
             ALGORITHMS.setdefault(name, cls)
@@ -576,16 +579,23 @@ def sweep_args(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], 
             for t in range(n_trials) for name, d in zip(names, datasets) for a in algorithms for h in range(n_hparams)]
 
 
+def _run_names(task: list[tuple[dict, str]]) -> list[str]:
+    return [Path(run_dir).name for _, run_dir in task]
+
+
 def sweep(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_hparams: int, n_trials: int, arch: str,
           checkpoint_freq: int, out_dir, steps: int | None = None, jobs: int = 1, device: str = "cpu",
           compat: bool = True, hparams_overrides: dict | None = None, batched: bool | str = False,
-          max_group: int = 16, data_dir=None, eval_batch_size: int = EVAL_BATCH_SIZE) -> dict[str, int]:
+          max_group: int = 16, data_dir=None, eval_batch_size: int = EVAL_BATCH_SIZE, executor=None) -> dict[str, int]:
     """PLENCH's sweep: every (trial_seed < n_trials, dataset, algorithm, hparams_seed < n_hparams) run, resumably.
 
     ``datasets`` are PLLDatasets or names for ``load_pll_dataset(name, data_dir)``; ``steps=None`` uses each
     dataset's own ``steps``. Runs already ``done`` under ``out_dir`` are skipped and incomplete ones re-run.
-    ``jobs`` processes (one torch thread each) share the work. ``batched`` (see ``sweep_tasks``): False trains
-    run by run; True trains the MLP runs of one dataset, algorithm and batch size together
+    ``jobs`` processes (one torch thread each) share the work, or ``executor`` runs it (``shared.sweep.map_jobs``:
+    an ExecutorSpec or a setting such as ``{kind: slurm, partition: gpu, wait: false}``; on Slurm the tasks go
+    out as job arrays, submitit's logs go to ``<out_dir>/.submitit``, and with ``wait: false`` the call raises
+    ``shared.sweep.SweepPending`` once submitted; the next call collects). ``batched`` (see ``sweep_tasks``):
+    False trains run by run; True trains the MLP runs of one dataset, algorithm and batch size together
     (``train_runs_batched``), at most ``max_group`` at a time; "auto" does so only where it was measured to pay
     on a CPU (``batching_pays``: small batches of narrow tables). ``sweep_args`` lists the runs and
     ``select_runs`` picks their records. Returns counts ``{"total", "skipped", "restarted", "ran"}``.
@@ -602,8 +612,13 @@ def sweep(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_
                            checkpoint_freq=checkpoint_freq, steps=steps, compat=compat,
                            hparams_overrides=hparams_overrides)
     todo, counts = runs.pending(args_list, out_dir)
+    spec = executor_spec(executor, jobs=jobs, threads=1)
+    folder = Path(out_dir) / runs.SUBMITIT_FOLDER
+    if spec is not None and spec.kind == "slurm":  # runs that jobs of an earlier launch still hold stay with them
+        flying = runs.in_flight(folder)
+        todo = [(args, run_dir) for args, run_dir in todo if run_dir.name not in flying]
     tasks = sweep_tasks(todo, batched=batched, max_group=max_group, widths={d.name: data_width(d) for d in loaded})
-    runs.map_jobs(worker, tasks, jobs=jobs, desc="plench sweep")
+    runs.map_jobs(worker, tasks, jobs=jobs, desc="plench sweep", executor=spec, folder=folder, units=_run_names)
     return counts
 
 
@@ -642,6 +657,7 @@ class Grid:
     compat: bool = True
     hparams_overrides: dict | None = None
     batched: bool | str = False
+    executor: Any = None  # where the runs train: None (this process) or a setting for shared.executor.executor_spec
 
     def run_args(self, datasets: Sequence[PLLDataset | str]) -> list[dict]:
         return sweep_args(datasets, self.algorithms, n_hparams=self.n_hparams, n_trials=self.n_trials, arch=self.arch,
@@ -653,26 +669,47 @@ def sweep_grids(grids: Sequence[Grid], datasets: Sequence[PLLDataset], *, out_di
                 data_dir=None) -> tuple[pd.DataFrame, dict[str, int]]:
     """Run every grid's ``sweep`` under ``out_dir`` (resumably), then return the records of exactly the runs the
     grids define (``select_runs``: not the other runs the folder may hold) and the summed sweep counts.
-    Several grids share one progress bar."""
+    Several grids share one progress bar. On Slurm every grid is submitted before any is waited for, so their
+    arrays run side by side; with ``wait: false`` one ``shared.sweep.SweepPending`` names every job in flight."""
+    import dataclasses
     import os
     from unittest import mock
 
     from shared.progress import progress
 
+    def run(grid: Grid, executor) -> dict[str, int]:
+        return sweep(datasets, list(grid.algorithms), n_hparams=grid.n_hparams, n_trials=grid.n_trials,
+                     arch=grid.arch, checkpoint_freq=grid.checkpoint_freq, out_dir=out_dir, steps=grid.steps,
+                     jobs=jobs, device=device, compat=grid.compat, hparams_overrides=grid.hparams_overrides,
+                     batched=grid.batched, data_dir=data_dir, executor=executor)
+
     grids = [g for g in grids if g.algorithms]
+    submitted_first: dict[int, dict[str, int]] = {}  # grid -> its counts before anything was submitted
+    for i, grid in enumerate(grids):
+        spec = executor_spec(grid.executor)
+        if spec is not None and spec.kind == "slurm" and spec.wait:
+            submitted_first[i] = runs.pending(grid.run_args(datasets), out_dir)[1]
+            try:
+                run(grid, dataclasses.replace(spec, wait=False))
+            except runs.SweepPending:
+                pass
     counts = {"total": 0, "skipped": 0, "restarted": 0, "ran": 0}
+    pending: runs.SweepPending | None = None
     bar = progress(total=len(grids), desc="plench sweeps") if len(grids) > 1 else None
     with mock.patch.dict(os.environ, {"NOISY_PROGRESS": "0"} if bar is not None else {}):
-        for grid in grids:
-            done = sweep(datasets, list(grid.algorithms), n_hparams=grid.n_hparams, n_trials=grid.n_trials,
-                         arch=grid.arch, checkpoint_freq=grid.checkpoint_freq, out_dir=out_dir, steps=grid.steps,
-                         jobs=jobs, device=device, compat=grid.compat, hparams_overrides=grid.hparams_overrides,
-                         batched=grid.batched, data_dir=data_dir)
-            counts = {k: counts[k] + done[k] for k in counts}
+        for i, grid in enumerate(grids):
+            try:
+                done = run(grid, grid.executor)  # for a grid submitted above: waits for its jobs
+                done = submitted_first.get(i, done)
+                counts = {k: counts[k] + done[k] for k in counts}
+            except runs.SweepPending as error:
+                pending = error  # the grids share one ledger: the last report names every job in flight
             if bar is not None:
                 bar.update()
     if bar is not None:
         bar.close()
+    if pending is not None:
+        raise pending
     expected = [args for grid in grids for args in grid.run_args(datasets)]
     return select_runs(collect(out_dir), expected), counts
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from plench.algorithms import TABLE6_ORDER, Algorithm, display_name, make_algorithm
+from plench.algorithms import ALGORITHMS, TABLE6_ORDER, Algorithm, display_name, make_algorithm
 from plench.data import PALM_STEPS, PAPER_NAMES, PLLDataset, plench_split, pll_dataset_spec, table5_row
 from plench.hparams import hparams_for
 from plench.protocol import (
@@ -29,7 +29,7 @@ from plench.protocol import (
 )
 from plench.selection import CRITERIA, results_table
 from shared import sweep as runs
-from shared.errors import ConfigError
+from shared.errors import ConfigError, unknown_choice
 from shared.seeding import seed_everything
 
 COST_KEYS = ("dataset", "arch", "algorithm", "compat")
@@ -206,7 +206,7 @@ def tabular_grids(cfg: Mapping) -> list[Grid]:
     ``hparams_overrides`` separately, and the ``fixed_variants`` run (if ``compat``) with ``compat=False``; only
     algorithms listed in ``algorithms`` run."""
     common = dict(n_hparams=cfg["n_hparams"], n_trials=cfg["n_trials"], arch="mlp", steps=cfg["steps"],
-                  checkpoint_freq=cfg["checkpoint_freq"], batched=cfg["batched"])
+                  checkpoint_freq=cfg["checkpoint_freq"], batched=cfg["batched"], executor=cfg.get("executor"))
     overrides = cfg.get("hparams_overrides") or {}
     algorithms = list(cfg["algorithms"])
     grids = [Grid(tuple(a for a in algorithms if a not in overrides), compat=cfg["compat"], **common)]
@@ -227,7 +227,8 @@ def image_overrides(cfg: Mapping, algorithm: str) -> dict | None:
 def image_grids(cfg: Mapping) -> list[Grid]:
     """The image notebook's sweeps: one per network and algorithm (its own overrides, ``image_overrides``)."""
     return [Grid((a,), n_hparams=cfg["n_hparams"], n_trials=cfg["n_trials"], arch=arch, steps=cfg["steps"],
-                 checkpoint_freq=cfg["checkpoint_freq"], compat=cfg["compat"], hparams_overrides=image_overrides(cfg, a))
+                 checkpoint_freq=cfg["checkpoint_freq"], compat=cfg["compat"],
+                 hparams_overrides=image_overrides(cfg, a), executor=cfg.get("executor"))
             for arch in cfg["archs"] for a in cfg["algorithms"]]
 
 
@@ -372,16 +373,24 @@ def validation_use_arms(datasets: Mapping[str, PLLDataset], cfg: Mapping, *, out
 
     "validation": the random search (``n_hparams`` configurations, hparams seed 0 = the defaults) selected with
     OA & ES; "training": ``train_with_validation``'s one run per split, read at its last checkpoint (OA's rule).
-    ``cfg`` holds algorithms, n_hparams, n_trials, arch, steps, checkpoint_freq, compat, batched, nan_policy and
-    error. Returns ``results_table``'s rows with ``arm`` (criterion "OA&ES" or "last checkpoint") and the sweep
-    counts per arm. Only the runs these settings define are read (``select_runs``).
+    ``cfg`` holds algorithms, n_hparams, n_trials, arch, steps, checkpoint_freq, compat, batched, nan_policy,
+    error and (optionally) executor, where both arms train. Returns ``results_table``'s rows with ``arm`` (criterion
+    "OA&ES" or "last checkpoint") and the sweep counts per arm. Only the runs these settings define are read
+    (``select_runs``). With an executor that does not wait, both arms are submitted before ``SweepPending``.
     """
     data = list(datasets.values())
     common = dict(n_trials=cfg["n_trials"], arch=cfg["arch"], steps=cfg["steps"], checkpoint_freq=cfg["checkpoint_freq"],
                   compat=cfg["compat"])
-    grid = Grid(tuple(cfg["algorithms"]), n_hparams=cfg["n_hparams"], batched=cfg["batched"], **common)
-    searched, counts = sweep_grids([grid], data, out_dir=out_dir / "validation", device=device, data_dir=data_dir)
-    moved = train_with_validation(data, cfg["algorithms"], out_dir=out_dir / "training", device=device, **common)
+    grid = Grid(tuple(cfg["algorithms"]), n_hparams=cfg["n_hparams"], batched=cfg["batched"],
+                executor=cfg.get("executor"), **common)
+    try:
+        searched, counts = sweep_grids([grid], data, out_dir=out_dir / "validation", device=device, data_dir=data_dir)
+    except runs.SweepPending as submitted:  # submit the other arm too before returning
+        train_with_validation(data, cfg["algorithms"], out_dir=out_dir / "training", device=device,
+                              executor=cfg.get("executor"), **common)
+        raise submitted
+    moved = train_with_validation(data, cfg["algorithms"], out_dir=out_dir / "training", device=device,
+                                  executor=cfg.get("executor"), **common)
     trained = select_runs(collect(out_dir / "training"), validation_training_args(data, cfg["algorithms"], **common))
     validation = results_table(searched, nan_policy=cfg["nan_policy"], how=cfg["error"])
     training = results_table(trained, nan_policy=cfg["nan_policy"], how=cfg["error"])
@@ -428,27 +437,43 @@ def arm_differences(arms: pd.DataFrame, alone: Mapping[str, float] | None = None
     return pd.DataFrame(rows)
 
 
+class _TrainWithValidation:
+    """Picklable launcher of ``train_with_validation``'s runs (``shared.sweep.launch``). It carries the algorithm
+    classes, so a worker process has them registered even when ``plench.algorithms`` alone does not import them."""
+
+    def __init__(self, datasets: Sequence[PLLDataset], algorithms: Sequence[str], device, hparams_overrides):
+        self.datasets = {ds.name: ds for ds in datasets}
+        self.classes = {a: ALGORITHMS[a] for a in algorithms}
+        self.device, self.hparams_overrides = device, hparams_overrides
+        self._moved: dict[tuple[str, int], PLLDataset] = {}
+
+    def __call__(self, args: dict, run_dir) -> None:
+        for name, cls in self.classes.items():
+            ALGORITHMS.setdefault(name, cls)
+        key = (args["dataset"], args["trial_seed"])
+        if key not in self._moved:
+            self._moved[key] = validation_as_training(self.datasets[key[0]], key[1])
+        train_run(self._moved[key], args["algorithm"], arch=args["arch"], hparams_seed=0, trial_seed=args["trial_seed"],
+                  steps=args["steps"], checkpoint_freq=args["checkpoint_freq"], out_dir=run_dir, device=self.device,
+                  compat=args["compat"], hparams_overrides=self.hparams_overrides)
+
+
 def train_with_validation(datasets: Sequence[PLLDataset], algorithms: Sequence[str], *, n_trials: int, arch: str,
                           checkpoint_freq: int, out_dir, steps: int | None = None, device="cpu", compat: bool = True,
-                          hparams_overrides: dict | None = None) -> dict[str, int]:
+                          hparams_overrides: dict | None = None, executor=None) -> dict[str, int]:
     """Figure 1's "training" arm: for every (trial seed, dataset, algorithm), one run with the default
     hyperparameters (hparams seed 0) on ``validation_as_training(dataset, trial_seed)``, resumably under
-    ``out_dir`` (finished runs are skipped). Returns the counts of ``shared.sweep.pending``; the runs are
-    ``validation_training_args``'s (for ``plench.protocol.select_runs``)."""
+    ``out_dir`` (finished runs are skipped), where ``executor`` says (``shared.sweep.launch``; None: this
+    process). Returns the counts of ``shared.sweep.pending``; the runs are ``validation_training_args``'s (for
+    ``plench.protocol.select_runs``)."""
+    unknown = [a for a in algorithms if a not in ALGORITHMS]
+    if unknown:
+        raise unknown_choice("algorithm", unknown[0], ALGORITHMS)
     args_list = validation_training_args(datasets, algorithms, n_trials=n_trials, arch=arch,
                                          checkpoint_freq=checkpoint_freq, steps=steps, compat=compat,
                                          hparams_overrides=hparams_overrides)
-    todo, counts = runs.pending(args_list, out_dir)
-    by_name = {ds.name: ds for ds in datasets}
-    moved: dict[tuple[str, int], PLLDataset] = {}
-    for args, run_dir in todo:
-        key = (args["dataset"], args["trial_seed"])
-        if key not in moved:
-            moved[key] = validation_as_training(by_name[key[0]], key[1])
-        train_run(moved[key], args["algorithm"], arch=arch, hparams_seed=0, trial_seed=args["trial_seed"],
-                  steps=args["steps"], checkpoint_freq=checkpoint_freq, out_dir=runs.reset_run_dir(run_dir),
-                  device=device, compat=compat, hparams_overrides=hparams_overrides)
-    return counts
+    return runs.launch(args_list, _TrainWithValidation(datasets, algorithms, device, hparams_overrides), out_dir,
+                       desc="plench training arm", executor=executor)
 
 
 # ------------------------------------------------------------------------------------------------ a model to inspect

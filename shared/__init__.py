@@ -5,7 +5,8 @@ Modules (import what you need; nothing heavy is imported here):
 - ``shared.profiles``  what the smoke and full profiles mean for each notebook
 - ``shared.seeding``   global seeding and per-item seeds (SHA-256)
 - ``shared.device``    device selection (cpu / cuda)
-- ``shared.cache``     artifact cache keyed by parameters + code, atomic writes, safe loading
+- ``shared.cache``     artifact cache keyed by parameters + code, atomic writes, checked and safe loading
+- ``shared.codedeps``  the project modules a notebook or an artifact imports (the code in cache and run keys)
 - ``shared.datasets``  dataset registry: real loaders and offline stand-ins
 - ``shared.noise``     classic label-noise models and their estimation
 - ``shared.training``  torch training loop with progress bars and AMP

@@ -20,6 +20,7 @@ import pandas as pd
 import yaml
 
 from shared.catalog import PaperCatalog, all_catalogs
+from shared.ledger import Ledger
 from shared.paths import REPO_ROOT, runs_dir
 from shared.profiles import check_profile
 from shared.report import claims_frame
@@ -28,9 +29,9 @@ BOOK = REPO_ROOT / "book"
 HIDDEN_PARAMETERS = {"out_dir"}
 
 
-def load_manifest(profile: str) -> dict:
-    path = runs_dir(profile) / "manifest.json"
-    return json.loads(path.read_text()).get("notebooks", {}) if path.exists() else {}
+def load_records(profile: str) -> dict:
+    """The run ledger's records of the profile (``shared.ledger``; damaged ones are reported and left out)."""
+    return Ledger(runs_dir(profile)).records()
 
 
 def notebook_status(paper: str, notebook: str | None, records: dict, folder: Path) -> str:
@@ -158,7 +159,7 @@ def scorecard(catalogs: list[PaperCatalog], records: dict, profile: str) -> str:
 
 def assemble(profile: str, book: Path = BOOK) -> Path:
     """Write the generated pages into ``book`` (its _config.yml, intro.md and running.md must exist)."""
-    records = load_manifest(profile)
+    records = load_records(profile)
     catalogs = all_catalogs()
     papers_dir = book / "papers"
     shutil.rmtree(papers_dir, ignore_errors=True)

@@ -1,189 +1,110 @@
-"""Batch runner: execute paper notebooks with papermill, resumably, and keep a run manifest.
+"""Batch runner: execute paper notebooks with papermill, resumably, locally or on a Slurm cluster.
 
     python -m shared.run                          # every paper, smoke profile
     python -m shared.run ciln plench --jobs 2     # two papers, two notebooks at a time
     python -m shared.run ciln --profile full -f ciln/params/full.yaml
-    python -m shared.run ciln -p seed 1 --only 01_benchmark
+    python -m shared.run ciln --only 01_benchmark -p settings '{severities: [5]}'
+    python -m shared.run plench --profile full -f plench/params/full.yaml --executor slurm --slurm-profile cluster.yaml
     python -m shared.run --list                   # what would run, what is up to date
 
 Each notebook is executed into ``runs/<profile>/<paper>/<notebook>.ipynb`` with ``out_dir`` set to
-``runs/<profile>/<paper>/<notebook>/`` for its figures and tables. After each notebook the manifest
-``runs/<profile>/manifest.json`` is rewritten atomically with its status, parameters, wall time, peak
-memory and output files, so a killed batch loses only the notebooks that were running: re-running it
-skips every notebook whose source, parameters and code (``shared/``, the paper's modules and data
-files, ``constraints.txt``) are unchanged since it last succeeded. A failing notebook does not stop the
-batch; the runner exits non-zero with a summary at the end.
+``runs/<profile>/<paper>/<notebook>/`` for its figures and tables, through a staging folder, so a failed or
+interrupted run never replaces a good result (``shared.notebook_job``). Each notebook's record (status,
+parameters, threads, wall time, peak memory, outputs) is written atomically to its own file in the ledger
+``runs/<profile>/records/`` (``shared.ledger``) by the job itself, wherever it ran; ``manifest.json`` beside it
+is a summary rebuilt from the records. Re-running a batch skips every notebook whose cells, parameters, thread
+count and code are unchanged since it last succeeded: the code is the project modules the notebook imports,
+followed through their imports (``shared.codedeps``), the paper's data files they name, and
+``constraints.txt``. A failing notebook does not stop the batch; the runner exits non-zero with a summary.
+Ctrl-C stops the batch at once (running notebooks are stopped, finished ones kept) and exits 130; two runners on
+the same folder share the work through per-notebook locks.
 
-Parameter files (``-f``) are YAML: top-level keys are parameters for every notebook, and an optional
-``notebooks:`` mapping gives extra parameters per notebook stem. A relative ``data_dir`` is resolved against
-the folder the command runs in (the kernels run in the notebooks' folders).
+Parameters (``-p NAME VALUE``, ``-f file.yaml``; see ``shared.parameters``) are checked against each notebook's
+parameters cell and profile settings before any kernel starts; relative paths are resolved against the folder
+the command runs in. Each notebook gets a fixed number of math-library threads (``--threads``, by default
+``THREADS[profile]``), written in its record, so results do not depend on ``--jobs``.
 
-Before any notebook starts, ``shared.preflight`` checks that this machine has what the planned notebooks
-need (a GPU where ``device`` asks for one; in the full profile every data and weight file their settings
-read) and stops with the list of what is missing; ``--no-preflight`` skips the check. ``--check-env``
-prints the same report (with the package versions) and exits.
+Before any notebook starts, ``shared.preflight`` checks that this machine has what the planned notebooks need
+(a GPU where ``device`` asks for one; in the full profile every data and weight file their settings read) and
+stops with the list of what is missing; ``--no-preflight`` skips the check. ``--check-env`` prints the same
+report (with the package versions) and exits.
 """
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
 import fnmatch
 import hashlib
 import json
-import multiprocessing
 import os
-import platform
+import re
 import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
 
-import yaml
-
 from shared.catalog import NOTEBOOK_PATTERN
 from shared.errors import ConfigError
+from shared.ledger import Ledger
+from shared.notebook_job import execute_job, is_up_to_date
+from shared.parameters import (absolute_paths, check_names, check_settings, load_parameter_files, parameter_names,
+                               parse_cli_values)
 from shared.paths import PAPERS, REPO_ROOT, paper_dir, runs_dir
 from shared.preflight import preflight
 from shared.profiles import PROFILES, check_profile
 
 KERNEL_NAME = "noisy-label-replications"
-CODE_SUFFIXES = (".py", ".yaml", ".yml", ".csv")
+THREADS = {"smoke": 1, "full": 4}
+PENDING_EXIT = 3  # the exit status when notebooks left Slurm sweeps running (executor wait: false), none failed  # math-library threads per notebook, unless --threads says otherwise
+DATA_SUFFIXES = (".yaml", ".yml", ".csv", ".json", ".txt", ".tsv")
 
 
 # ---------------------------------------------------------------------------------------------- discovery
 def discover(papers: list[str], only: list[str] | None = None) -> list[Path]:
-    """Numbered notebooks of the papers (``NN_name.ipynb``), filtered by stem patterns in ``only``."""
-    found = []
-    for paper in papers:
-        for path in sorted(paper_dir(paper).glob("*.ipynb")):
-            if NOTEBOOK_PATTERN.match(path.name) and (not only or any(fnmatch.fnmatch(path.stem, p) for p in only)):
-                found.append(path)
-    return found
+    """Numbered notebooks of the papers (``NN_name.ipynb``), filtered by stem patterns in ``only``.
+
+    A pattern that matches no notebook is a ConfigError listing the notebooks there are."""
+    found = [path for paper in papers for path in sorted(paper_dir(paper).glob("*.ipynb"))
+             if NOTEBOOK_PATTERN.match(path.name)]
+    if not only:
+        return found
+    for pattern in only:
+        if not any(fnmatch.fnmatch(path.stem, pattern) for path in found):
+            raise ConfigError(f"--only {pattern!r} matches no notebook of {', '.join(papers)}; the notebooks are: "
+                              + ", ".join(f"{p.parent.name}/{p.stem}" for p in found))
+    return [path for path in found if any(fnmatch.fnmatch(path.stem, p) for p in only)]
 
 
-def code_hash(paper: str) -> str:
-    """Hash of the code and data files a paper's notebooks depend on (notebooks themselves excluded)."""
-    files = [p for p in (REPO_ROOT / "shared").rglob("*.py")]
-    files += [p for p in paper_dir(paper).rglob("*") if p.suffix in CODE_SUFFIXES and ".ipynb_checkpoints" not in p.parts]
-    files += [REPO_ROOT / "constraints.txt"]
-    digest = hashlib.sha256()
-    for path in sorted(f for f in files if f.exists() and "__pycache__" not in f.parts):
-        digest.update(str(path.relative_to(REPO_ROOT)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+def data_files(paper: str) -> list[Path]:
+    """The paper's data files a notebook may read (reported numbers, profiles, catalog), not its parameter files."""
+    folder = paper_dir(paper)
+    return sorted(p for p in folder.rglob("*") if p.suffix in DATA_SUFFIXES and p.is_file()
+                  and not {"params", ".ipynb_checkpoints", "__pycache__"} & set(p.relative_to(folder).parts))
 
 
-def notebook_fingerprint(path: Path, parameters: dict, code: str) -> str:
-    """Hash of the notebook's cells (type, tags, source), its parameters and the code hash."""
+def dependencies(notebook: Path) -> list[Path]:
+    """The files a notebook's results depend on besides its cells: the project modules it imports, followed
+    through their imports, the paper's data files that the notebook or those modules name (by file name or by
+    stem in quotes, as ``reported(paper, "table1")`` does), and ``constraints.txt``."""
+    from shared.codedeps import module_closure, notebook_imports
+
+    modules = module_closure(notebook_imports(notebook))
+    text = notebook.read_text() + "".join(path.read_text() for path in modules)
+    named = [path for path in data_files(notebook.parent.name)
+             if path.name in text or re.search(rf"[\"'/]{re.escape(path.stem)}[\"']", text)]
+    return modules + named + [REPO_ROOT / "constraints.txt"]
+
+
+def notebook_fingerprint(path: Path, parameters: dict, threads: int) -> str:
+    """Hash of the notebook's cells (type, tags, source), its parameters, its thread count and ``dependencies``."""
     cells = json.loads(path.read_text())["cells"]
     content = [(c["cell_type"], c.get("metadata", {}).get("tags", []), "".join(c["source"])) for c in cells]
-    blob = json.dumps({"cells": content, "parameters": parameters, "code": code}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-# ---------------------------------------------------------------------------------------------- manifest
-class Manifest:
-    """``runs/<profile>/manifest.json``: one record per notebook, rewritten atomically."""
-
-    def __init__(self, path: Path, profile: str):
-        self.path = path
-        self.data = {"profile": profile, "notebooks": {}}
-        if path.exists():
-            try:
-                self.data = json.loads(path.read_text())
-            except json.JSONDecodeError:
-                print(f"warning: {path} is unreadable; starting a new manifest", file=sys.stderr)
-
-    @property
-    def records(self) -> dict:
-        return self.data.setdefault("notebooks", {})
-
-    def up_to_date(self, key: str, fingerprint: str) -> bool:
-        record = self.records.get(key)
-        return bool(
-            record and record.get("status") == "ok" and record.get("fingerprint") == fingerprint
-            and (self.path.parent / record["output_notebook"]).exists()
-        )
-
-    def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".manifest-", dir=self.path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(self.data, f, indent=1, sort_keys=True)
-        os.replace(tmp, self.path)
-
-
-# ---------------------------------------------------------------------------------------------- execution
-class PeakMemory(threading.Thread):
-    """Polls the resident memory of this process's children (the kernel and its workers)."""
-
-    def __init__(self, interval: float = 0.25):
-        super().__init__(daemon=True)
-        self.interval, self.peak, self._stop_event = interval, 0, threading.Event()
-
-    def run(self) -> None:
-        import psutil
-
-        me = psutil.Process()
-        while not self._stop_event.is_set():
-            total = 0
-            for child in me.children(recursive=True):
-                try:
-                    total += child.memory_info().rss
-                except psutil.Error:
-                    pass
-            self.peak = max(self.peak, total)
-            self._stop_event.wait(self.interval)
-
-    def stop(self) -> float:
-        self._stop_event.set()
-        self.join()
-        return self.peak / 2**20
-
-
-def execute_job(job: dict) -> dict:
-    """Run one notebook (in a worker process) and return its manifest record."""
-    import papermill as pm
-    from papermill.exceptions import PapermillExecutionError
-
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(job["threads"])
-    out_nb = Path(job["output_notebook"])
-    out_nb.parent.mkdir(parents=True, exist_ok=True)
-    Path(job["parameters"]["out_dir"]).mkdir(parents=True, exist_ok=True)
-    record = {k: job[k] for k in ("paper", "notebook", "fingerprint", "parameters", "kernel")}
-    record.update(started=time.strftime("%Y-%m-%dT%H:%M:%S"), python=platform.python_version(), host=platform.node())
-    monitor = PeakMemory()
-    monitor.start()
-    start = time.perf_counter()
-    try:
-        pm.execute_notebook(
-            job["input"], str(out_nb), parameters=job["parameters"], kernel_name=job["kernel"],
-            cwd=str(Path(job["input"]).parent), progress_bar=False, log_output=False,
-            request_save_on_cell_execute=True, execution_timeout=job["cell_timeout"],
-        )
-        record.update(status="ok", error=None)
-    except PapermillExecutionError as e:
-        record.update(status="failed", error=f"cell {e.exec_count}: {e.ename}: {e.evalue}"[:2000])
-    except Exception as e:  # kernel died, timeout, bad parameters ...
-        record.update(status="failed", error=f"{type(e).__name__}: {e}"[:2000])
-    record["wall_s"] = round(time.perf_counter() - start, 2)
-    record["peak_rss_mb"] = round(monitor.stop(), 1)
-    record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    record["outputs"] = list_outputs(Path(job["parameters"]["out_dir"]))
-    return record
-
-
-def list_outputs(out_dir: Path) -> list[str]:
-    """The notebook's output files; a sub-folder counts as one entry, ``name/ (N files)``."""
-    entries = []
-    for path in sorted(out_dir.iterdir()) if out_dir.exists() else []:
-        if path.is_file():
-            entries.append(path.name)
-        elif path.is_dir():
-            entries.append(f"{path.name}/ ({sum(1 for p in path.rglob('*') if p.is_file())} files)")
-    return entries
+    digest = hashlib.sha256(json.dumps({"cells": content, "parameters": parameters, "threads": threads},
+                                       sort_keys=True, default=str).encode())
+    for dep in dependencies(path):
+        if dep.exists():
+            name = dep.relative_to(REPO_ROOT) if dep.is_relative_to(REPO_ROOT) else dep.relative_to(path.parent.parent)
+            digest.update(str(name).encode())
+            digest.update(dep.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def kernel_name() -> str:
@@ -194,68 +115,62 @@ def kernel_name() -> str:
 
 
 # ---------------------------------------------------------------------------------------------- batch
-def load_parameter_files(files: list[str]) -> tuple[dict, dict]:
-    """Global and per-notebook parameters from YAML files (later files win)."""
-    common, per_notebook = {}, {}
-    for name in files or []:
-        path = Path(name)
-        if not path.exists():
-            raise ConfigError(f"parameter file {path} does not exist")
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"parameter file {path} is not valid YAML: {e}") from e
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping of parameter names to values")
-        for stem, params in (data.pop("notebooks", None) or {}).items():
-            per_notebook.setdefault(stem, {}).update(params or {})
-        common.update(data)
-    return common, per_notebook
-
-
 def plan_jobs(args, profile: str, out_root: Path) -> list[dict]:
+    """One job per chosen notebook: its parameters (checked), fingerprint, threads and output paths."""
     papers = args.papers or list(PAPERS)
     common, per_notebook = load_parameter_files(args.file)
-    for key, value in args.param or []:
-        try:
-            common[key] = yaml.safe_load(value)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"-p {key} {value!r}: the value is not valid YAML ({e.problem}); "
-                              "quote dicts and lists, e.g. -p settings '{severities: [5]}'") from e
+    cli = parse_cli_values(args.param)
+    common.update(cli)
     if common.setdefault("profile", profile) != profile:
         raise ConfigError(f"--profile {profile} conflicts with profile={common['profile']} in the parameter file")
-    for params in (common, *per_notebook.values()):
-        if isinstance(params.get("data_dir"), str):
-            params["data_dir"] = str(Path(params["data_dir"]).expanduser().absolute())
+    all_notebooks = discover(papers)
+    notebooks = discover(papers, args.only)
+    check_names(notebooks, {k: v for k, v in common.items() if k not in cli}, cli, per_notebook,
+                sorted({p.stem for p in all_notebooks}))
+    cwd = Path.cwd()
+    threads = args.threads or THREADS[profile]
+    if threads < 1:
+        raise ConfigError(f"--threads must be at least 1, got {threads}")
     kernel = kernel_name()
-    threads = max(1, (os.cpu_count() or 1) // max(1, args.jobs))
-    codes = {paper: code_hash(paper) for paper in papers}
     jobs = []
-    for path in discover(papers, args.only):
+    for path in notebooks:
         paper = path.parent.name
-        params = dict(common, **per_notebook.get(path.stem, {}))
-        params["out_dir"] = str(out_root / paper / path.stem)
-        fingerprint_params = {k: v for k, v in params.items() if k != "out_dir"}
+        takes = set(parameter_names(path))
+        params = absolute_paths({k: v for k, v in {**common, **per_notebook.get(path.stem, {})}.items() if k in takes},
+                                cwd)
+        check_settings(paper, path.stem, profile, params)
         jobs.append({
             "key": f"{paper}/{path.name}", "paper": paper, "notebook": path.name, "input": str(path),
-            "output_notebook": str(out_root / paper / path.name), "parameters": params, "kernel": kernel,
-            "fingerprint": notebook_fingerprint(path, fingerprint_params, codes[paper]),
-            "threads": threads, "cell_timeout": args.cell_timeout,
+            "out_root": str(out_root), "output_notebook": str(out_root / paper / path.name),
+            "parameters": {**params, "out_dir": str(out_root / paper / path.stem)}, "kernel": kernel,
+            "fingerprint": notebook_fingerprint(path, params, threads), "threads": threads,
+            "cell_timeout": args.cell_timeout, "force": args.force, "executor": args.executor,
         })
     return jobs
+
+
+def executor_spec(args):
+    """The executor the options ask for (``shared.executor``): local processes, Slurm jobs or in-process."""
+    from shared.executor import ExecutorSpec
+
+    overrides = {name: value for name, value in (
+        ("partition", args.partition), ("gpus_per_node", args.gpus), ("timeout_min", args.timeout_min),
+        ("mem_gb", args.mem_gb), ("array_parallelism", args.array_parallelism), ("account", args.account),
+    ) if value is not None}
+    return ExecutorSpec.from_options(args.executor, yaml_file=args.slurm_profile, jobs=args.jobs, threads=1,
+                                     **overrides)
 
 
 def run_batch(args) -> int:
     from shared.progress import progress
 
     profile = check_profile(args.profile)
-    out_root = Path(args.out) if args.out else runs_dir(profile)
-    manifest = Manifest(out_root / "manifest.json", profile)
+    out_root = Path(args.out).absolute() if args.out else runs_dir(profile)
+    ledger = Ledger(out_root)
     jobs = plan_jobs(args, profile, out_root)
-    if not jobs:
-        print("no notebooks matched", file=sys.stderr)
-        return 1
-    todo = [j for j in jobs if args.force or not manifest.up_to_date(j["key"], j["fingerprint"])]
+    spec = executor_spec(args)
+    records = {job["key"]: ledger.read(job["key"]) for job in jobs}
+    todo = [j for j in jobs if args.force or not is_up_to_date(records[j["key"]], j["fingerprint"], out_root)]
     if args.list:
         for j in jobs:
             print(f"{'to run    ' if j in todo else 'up to date'}  {j['key']}")
@@ -268,60 +183,77 @@ def run_batch(args) -> int:
             return 2
         if checks.warnings:
             print(checks.text(), file=sys.stderr)
+    where = f"{args.jobs} at a time" if spec.kind == "local" else f"{spec.kind} executor"
     print(f"{len(jobs)} notebooks, {len(jobs) - len(todo)} up to date, {len(todo)} to run "
-          f"({profile} profile, {args.jobs} at a time) -> {out_root}")
-    batch_start = time.perf_counter()
-    failed = []
+          f"({profile} profile, {where}, {jobs[0]['threads'] if jobs else '-'} thread(s) each) -> {out_root}",
+          flush=True)
+    from shared.executor import JobFailed, as_completed, make_executor
+
+    outcomes: dict[str, str] = {}
     bar = progress(total=len(todo), desc="notebooks", leave=True)
-    ctx = multiprocessing.get_context("spawn")
-    pool = cf.ProcessPoolExecutor(max_workers=max(1, args.jobs), mp_context=ctx)
+    executor = make_executor(spec, out_root / ".submitit")
     try:
-        futures = {pool.submit(execute_job, j): j for j in todo}
-        for future in cf.as_completed(futures):
-            job = futures[future]
+        submitted = executor.submit_array(execute_job, [(job,) for job in todo]) if todo else []
+        planned = dict(zip(map(id, submitted), todo))
+        for handle in as_completed(submitted):
+            job = planned[id(handle)]
             try:
-                record = future.result()
-            except Exception as e:  # the worker itself died
-                record = {"paper": job["paper"], "notebook": job["notebook"], "status": "failed",
-                          "fingerprint": job["fingerprint"], "parameters": job["parameters"],
-                          "error": f"worker crashed: {e!r}", "wall_s": None, "peak_rss_mb": None, "outputs": []}
-            record["output_notebook"] = str(Path(job["output_notebook"]).relative_to(out_root))
-            record["out_dir"] = str(Path(job["parameters"]["out_dir"]).relative_to(out_root))
-            manifest.records[job["key"]] = record
-            manifest.save()
-            if record["status"] != "ok":
-                failed.append(job["key"])
-            bar.write(f"{record['status']:>6}  {job['key']}  {record['wall_s']} s  {record['peak_rss_mb']} MB"
-                      + (f"\n        {record['error']}" if record["error"] else ""))
+                result = handle.result()
+            except JobFailed as e:  # the job itself died (killed, out of memory, cancelled on the cluster)
+                result = {"outcome": "failed", "error": f"job {e}", "record": _crashed(ledger, job, str(e))}
+            outcomes[job["key"]] = result["outcome"]
+            record = result["record"]
+            bar.write(f"{result['outcome']:>7}  {job['key']}  {record.get('wall_s')} s  {record.get('peak_rss_mb')} MB"
+                      + (f"\n         {result.get('error')}" if result.get("error") else ""))
             bar.update()
     except KeyboardInterrupt:
-        pool.shutdown(wait=False, cancel_futures=True)
-        print("\ninterrupted: finished notebooks are in the manifest; re-run the same command to resume",
-              file=sys.stderr)
+        executor.shutdown(cancel=True)
+        ledger.write_manifest()
+        print(f"\ninterrupted: {len(outcomes)} finished notebook(s) are in {ledger.root / 'records'}; the running ones "
+              "were stopped and their last good results kept. Re-run the same command to resume.", file=sys.stderr)
         return 130
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        executor.shutdown(cancel=True)
         bar.close()
-    manifest.data["last_batch"] = {
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "wall_s": round(time.perf_counter() - batch_start, 1),
-        "executed": len(todo), "skipped": len(jobs) - len(todo), "failed": failed, "jobs": args.jobs,
-    }
-    manifest.save()
-    print_summary(manifest, [j["key"] for j in jobs])
-    if failed:
-        print(f"\n{len(failed)} notebook(s) failed: {', '.join(failed)}\nExecuted copies with the error are in {out_root}",
+    ledger.write_manifest()
+    print_summary(ledger, [j["key"] for j in jobs])
+    failed = [key for key, outcome in outcomes.items() if outcome == "failed"]
+    pending = [key for key, outcome in outcomes.items() if outcome == "pending"]
+    if pending:
+        print(f"\n{len(pending)} notebook(s) submitted Slurm sweeps and did not wait for them (executor wait: false): "
+              f"{', '.join(pending)}\nWatch them with `squeue --me`; run the same command again to collect them.",
               file=sys.stderr)
+    if failed:
+        print(f"\n{len(failed)} notebook(s) failed: {', '.join(failed)}\nThe failed copies (<notebook>.failed.ipynb) "
+              f"are in {out_root}; a good result from an earlier run is kept in place.", file=sys.stderr)
         return 1
-    return 0
+    return PENDING_EXIT if pending else 0
 
 
-def print_summary(manifest: Manifest, keys: list[str]) -> None:
+def _crashed(ledger: Ledger, job: dict, error: str) -> dict:
+    """Record a job that died before writing its record, keeping an earlier good record."""
+    failure = {"error": error, "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "parameters": job["parameters"],
+               "fingerprint": job["fingerprint"]}
+    previous = ledger.read(job["key"])
+    if previous and previous.get("status") == "ok":
+        record = {**previous, "last_failure": failure}
+    else:
+        record = {k: job[k] for k in ("paper", "notebook", "fingerprint", "parameters", "threads", "executor")}
+        record.update(status="failed", error=error, wall_s=None, peak_rss_mb=None, outputs=[],
+                      output_notebook=str(Path(job["output_notebook"]).relative_to(ledger.root)))
+    ledger.write(job["key"], record)
+    return record
+
+
+def print_summary(ledger: Ledger, keys: list[str]) -> None:
+    records = ledger.records()
     print(f"\n{'status':<8}{'wall s':>8}{'peak MB':>9}  notebook")
     total = 0.0
     for key in keys:
-        r = manifest.records.get(key, {})
+        r = records.get(key, {})
         total += r.get("wall_s") or 0.0
-        print(f"{r.get('status', '-'):<8}{r.get('wall_s') or 0:>8.1f}{r.get('peak_rss_mb') or 0:>9.0f}  {key}")
+        status = r.get("status", "-") + (" (last rerun failed)" if r.get("last_failure") else "")
+        print(f"{status:<8}{r.get('wall_s') or 0:>8.1f}{r.get('peak_rss_mb') or 0:>9.0f}  {key}")
     print(f"{'':<8}{total:>8.1f}  (sum of notebook times)")
 
 
@@ -356,7 +288,11 @@ def parse_args(argv=None):
     parser.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
                         help="a parameter for every notebook, YAML-typed (repeatable)")
     parser.add_argument("--only", action="append", help="notebook stem pattern, e.g. '01_*' (repeatable)")
-    parser.add_argument("--jobs", type=int, default=1, help="notebooks executed at the same time (default 1)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="notebooks executed at the same time by the local executor (default 1)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="math-library threads per notebook (default: smoke 1, full 4); recorded, and part of the "
+                             "fingerprint, because results can depend on it")
     parser.add_argument("--force", action="store_true", help="re-run notebooks that are up to date")
     parser.add_argument("--out", help="output root (default runs/<profile>)")
     parser.add_argument("--cell-timeout", type=int, default=None, help="seconds a cell may run (default: no limit)")
@@ -365,6 +301,17 @@ def parse_args(argv=None):
                         help="check the environment and what the chosen notebooks need (data, GPU), then exit")
     parser.add_argument("--no-preflight", action="store_true",
                         help="start even if the check of data, GPU and packages finds something missing")
+    cluster = parser.add_argument_group("executor", "where notebooks run (shared.executor): local processes "
+                                        "(default), Slurm jobs (one per notebook), or in this process (debug)")
+    cluster.add_argument("--executor", default="local", choices=("local", "slurm", "debug"))
+    cluster.add_argument("--slurm-profile", metavar="FILE",
+                         help="YAML of Slurm options, e.g. {partition: gpu, gpus_per_node: 1, timeout_min: 240}")
+    cluster.add_argument("--partition")
+    cluster.add_argument("--gpus", type=int, help="GPUs per job")
+    cluster.add_argument("--timeout-min", type=int, help="time limit per job, minutes")
+    cluster.add_argument("--mem-gb", type=int, help="memory per job, GB")
+    cluster.add_argument("--array-parallelism", type=int, help="jobs of the array running at once")
+    cluster.add_argument("--account")
     args = parser.parse_args(argv)
     unknown = [p for p in args.papers if p not in PAPERS]
     if unknown:

@@ -8,22 +8,28 @@ incomplete ones from scratch, so an interrupted sweep resumes where it stopped.
     def launcher(args: dict, run_dir: Path) -> None:      # trains, writing records with RecordWriter
         ...
     launch(args_list, launcher, out_dir, jobs=2)           # two processes, one torch thread each
+    launch(args_list, launcher, out_dir, executor={"kind": "slurm", "partition": "gpu"})   # Slurm job arrays
     records = load_records(out_dir)                        # every record of every finished run
+
+Where runs execute is ``shared.executor``'s business (``map_jobs``); on Slurm, ``<out_dir>/.submitit`` keeps
+submitit's logs and ``submitted.json``, the jobs still in flight, so a launch that did not wait (``wait: false``)
+is collected, not submitted twice, by the next one.
 """
 from __future__ import annotations
 
-import concurrent.futures as cf
 import hashlib
 import json
-import multiprocessing
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
 
-from shared.errors import ConfigError, DataFormatError
+from shared.errors import ConfigError, DataFormatError, ReplicationError
+from shared.executor import (FINISHED_OK, ExecutorSpec, JobFailed, SlurmJob, as_completed, executor_spec,
+                             make_executor, queued_or_running)
 from shared.progress import progress
 
 RESULTS_FILE = "results.jsonl"
@@ -130,7 +136,7 @@ def load_records(out_dir: str | os.PathLike, *, done_only: bool = True) -> list[
     if not out_dir.is_dir():
         raise ConfigError(f"no sweep folder {out_dir}; run the sweep first or pass the folder it wrote to")
     records = []
-    for run_dir in sorted(p for p in out_dir.iterdir() if p.is_dir()):
+    for run_dir in sorted(p for p in out_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
         if done_only and not is_done(run_dir):
             continue
         records += [{**record, "run": run_dir.name} for record in read_records(run_dir)]
@@ -138,68 +144,227 @@ def load_records(out_dir: str | os.PathLike, *, done_only: bool = True) -> list[
 
 
 # --------------------------------------------------------------------------------------------- launching
-_WORKER_FN: Callable | None = None
+SUBMITIT_FOLDER = ".submitit"  # in a sweep folder: submitit's scripts and logs, and the ledger of Slurm jobs
+SUBMITTED_FILE = "submitted.json"
+MAX_ARRAY_TASKS = 1000  # Slurm's default MaxArraySize (1001) allows array indices 0-1000
 
 
-def _init_worker(fn: Callable, num_threads: int) -> None:
-    global _WORKER_FN
-    import torch
+class SweepPending(ReplicationError):
+    """A Slurm sweep with ``wait: false`` returned with work still queued or running: ``job_ids``, ``folder``
+    (submitit's logs and the ledger). Running the same sweep again collects it without submitting it twice."""
 
-    torch.set_num_threads(num_threads)
-    _WORKER_FN = fn
+    def __init__(self, tasks: int, job_ids: list[str], folder: Path):
+        self.tasks, self.job_ids, self.folder = tasks, job_ids, folder
+        super().__init__(f"{tasks} sweep task(s) are queued or running on Slurm as job(s) {_job_list(job_ids)}; "
+                         "this launch did not wait for them (executor wait: false). Watch them with `squeue --me` "
+                         f"(logs under {folder}) and run the same sweep again to collect the results.")
 
 
-def _call_worker(task):
-    return _WORKER_FN(task)
+class SweepFailed(ReplicationError, RuntimeError):
+    """Slurm array tasks of a sweep ended without finishing: ``failures`` = [(JobFailed, units), ...]."""
+
+    def __init__(self, failures: list[tuple[JobFailed, list[list[str]]]], total: int):
+        self.failures = failures
+        lines = [f"{len(failures)} of {total} Slurm array task(s) of this sweep ended without finishing; their "
+                 "unfinished runs stay not done and run again when the same sweep is launched again "
+                 "(finished runs are kept):"]
+        for error, units in failures:
+            names = [name for task in units for name in task]
+            where = f", log {error.log}" if error.log else ""
+            lines.append(f"  job {error.job_id} {error.state}{where}: {len(names)} run(s) "
+                         f"{', '.join(names[:4])}{' ...' if len(names) > 4 else ''}")
+            if error.state == "FAILED" and error.error:
+                lines += ["    " + line for line in error.error.rstrip().splitlines()[-6:]]
+        super().__init__("\n".join(lines))
 
 
-def map_jobs(fn: Callable, tasks: Iterable, *, jobs: int = 1, desc: str | None = None,
-             num_threads: int = 1) -> list:
-    """``[fn(task) for task in tasks]`` with a progress bar, in ``jobs`` processes when ``jobs > 1``.
+def _job_list(job_ids: list[str]) -> str:
+    arrays: dict[str, int] = {}
+    for job_id in job_ids:
+        arrays[job_id.split("_")[0]] = arrays.get(job_id.split("_")[0], 0) + 1
+    return ", ".join(f"{base} ({n} array tasks)" if n > 1 else base for base, n in arrays.items())
 
-    Worker processes are started with ``spawn`` (forking a process that already ran torch can deadlock),
-    receive ``fn`` once, and run torch with ``num_threads`` threads: on a 2-core machine, two single-thread
-    workers are several times faster than one process competing with itself. ``fn`` and the tasks must be
-    picklable (module-level functions, ``functools.partial`` of them). With ``jobs == 1`` the tasks run in this
-    process, with the caller's thread count. The first failure is raised once the running tasks end; tasks not
-    yet started are cancelled.
+
+class _Chunk:
+    """Picklable: one Slurm array task, ``fn`` on each of its (units, task); a failing task does not stop the
+    others, and the array task fails at the end naming the tasks that failed."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __call__(self, items: list[tuple[list[str], object]]) -> list:
+        import traceback
+
+        results, errors = [], []
+        for units, task in items:
+            try:
+                results.append(self.fn(task))
+            except Exception:
+                results.append(None)
+                errors.append(f"task {', '.join(units)}:\n{traceback.format_exc()}")
+        if errors:
+            raise RuntimeError(f"{len(errors)} of {len(items)} task(s) failed\n" + "\n".join(errors))
+        return results
+
+
+def _read_ledger(folder: Path) -> list[dict]:
+    path = folder / SUBMITTED_FILE
+    return json.loads(path.read_text())["jobs"] if path.exists() else []
+
+
+def _write_ledger(folder: Path, entries: list[dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{SUBMITTED_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"jobs": entries}, indent=1))
+    os.replace(tmp, folder / SUBMITTED_FILE)
+
+
+def in_flight(folder: str | os.PathLike) -> set[str]:
+    """The units (run folder names) that Slurm jobs submitted by earlier launches into ``folder`` (a sweep's
+    ``SUBMITIT_FOLDER``) are still working on: leave them out of a new submission."""
+    entries = _read_ledger(Path(folder))
+    live = queued_or_running() if entries else set()
+    return {unit for entry in entries if entry["job_id"] in live for task in entry["tasks"] for unit in task}
+
+
+def _attach(folder: Path) -> list[tuple[object, list[list[str]]]]:
+    """The jobs of the ledger still queued or running, with their tasks' units; the ledger keeps only those.
+    Jobs that ended without a result are reported (their unfinished tasks are submitted again)."""
+    entries = _read_ledger(folder)
+    if not entries:
+        return []
+    live = queued_or_running()
+    jobs = [SlurmJob.attach(folder, entry["job_id"]) for entry in entries]
+    SlurmJob.refresh()
+    kept = []
+    for job, entry in zip(jobs, entries):
+        if entry["job_id"] in live:
+            kept.append((job, entry))
+            continue
+        if job.state != FINISHED_OK:
+            print(f"Slurm job {job.job_id} of an earlier launch is no longer queued or running and left no result "
+                  f"(state {job.state}, log {job.log}); its unfinished runs are submitted again", file=sys.stderr)
+    _write_ledger(folder, [entry for _, entry in kept])
+    return [(job, entry["tasks"]) for job, entry in kept]
+
+
+def _map_on_slurm(fn: Callable, tasks: list, spec: ExecutorSpec, folder: Path, desc: str, units: Callable) -> list:
+    executor = make_executor(spec, folder, name=desc.replace(" ", "-"))
+    attached = _attach(folder)
+    flying = {tuple(task) for _, entry in attached for task in entry}
+    keyed = [(tuple(units(task)), task) for task in tasks]
+    new = [(key, task) for key, task in keyed if key not in flying]
+    size = spec.chunk or max(1, -(-len(new) // min(MAX_ARRAY_TASKS, 2 * spec.array_parallelism)))
+    chunks = [new[i:i + size] for i in range(0, len(new), size)]
+    submitted = []
+    for start in range(0, len(chunks), MAX_ARRAY_TASKS):
+        part = chunks[start:start + MAX_ARRAY_TASKS]
+        jobs = executor.submit_array(_Chunk(fn), [([(list(key), task) for key, task in chunk],) for chunk in part])
+        submitted += [(job, [list(key) for key, _ in chunk]) for job, chunk in zip(jobs, part)]
+    every = attached + submitted
+    ledger = {job.job_id: {"job_id": job.job_id, "tasks": entry} for job, entry in every}
+    _write_ledger(folder, list(ledger.values()))
+    if not spec.wait and every:
+        raise SweepPending(sum(len(entry) for _, entry in every), [job.job_id for job, _ in every], folder)
+    entries = {job.job_id: entry for job, entry in every}
+    results, failures = {}, []
+    bar = progress(total=sum(len(entry) for entry in entries.values()), desc=desc)
+    try:
+        for job in as_completed([job for job, _ in every]):
+            entry = entries[job.job_id]
+            try:
+                results.update(zip(map(tuple, entry), job.result()))
+            except JobFailed as error:
+                failures.append((error, entry))
+                bar.write(f"Slurm job {error.job_id} ended {error.state}; log {error.log}")
+            del ledger[job.job_id]
+            _write_ledger(folder, list(ledger.values()))
+            bar.update(len(entry))
+    except BaseException:
+        executor.shutdown(cancel=True)
+        _write_ledger(folder, [e for e in ledger.values() if e["job_id"] not in {j.job_id for j, _ in submitted}])
+        raise
+    finally:
+        bar.close()
+    if failures:
+        raise SweepFailed(failures, len(every))
+    return [results[key] for key, _ in keyed]
+
+
+def _map_here(fn: Callable, tasks: list, spec: ExecutorSpec, desc: str | None) -> list:
+    executor = make_executor(spec, ".")
+    bar = progress(total=len(tasks), desc=desc)
+    failure = None
+    try:
+        jobs = executor.submit_array(fn, [(task,) for task in tasks])
+        for job in as_completed(jobs):
+            bar.update()
+            if failure is None:
+                try:
+                    job.result()
+                except Exception as error:  # JobFailed, or in this process the task's own exception
+                    failure = error
+                    for other in jobs:
+                        if other.state == "PENDING":
+                            other.cancel()
+        executor.shutdown()
+    except BaseException:
+        executor.shutdown(cancel=True)
+        raise
+    finally:
+        bar.close()
+    if failure is not None:
+        raise failure
+    return [job.result() for job in jobs]
+
+
+def map_jobs(fn: Callable, tasks: Iterable, *, jobs: int = 1, desc: str | None = None, num_threads: int = 1,
+             executor=None, folder: str | os.PathLike | None = None, units: Callable[[object], list[str]] | None = None
+             ) -> list:
+    """``[fn(task) for task in tasks]`` with a progress bar, on an executor (``shared.executor``).
+
+    ``executor``: an ExecutorSpec or a setting for ``shared.executor.executor_spec`` (``"slurm"``,
+    ``{kind: slurm, partition: gpu, wait: false}``); None: ``jobs`` local worker processes with ``num_threads``
+    math-library threads each, or this process when ``jobs == 1`` (with ``num_threads`` torch threads while a
+    task runs). ``fn`` and the tasks must pickle (cloudpickle) outside this process.
+
+    Local and in this process: the first failure is raised (local: JobFailed with the worker's traceback; in
+    this process: the task's own exception) once the running tasks end; tasks not started are dropped.
+    Ctrl-C stops every worker and its children at once and raises KeyboardInterrupt.
+
+    Slurm (``folder`` needed: submitit's files and ``submitted.json``, the ledger of jobs in flight): the tasks
+    go out as job arrays of ``spec.chunk`` tasks per array task, the progress bar moves as array tasks end, and
+    every array task runs to its end: those that fail, are cancelled, time out or are preempted are reported
+    together (``SweepFailed``: states, log paths, their ``units``). ``units(task)`` names what a task produces
+    (its run folders; default ``[repr(task)]``): a task whose units a job of an earlier launch is still working on
+    is not submitted again, and that job is waited for too. With ``spec.wait`` False the call returns at once by
+    raising ``SweepPending`` once everything is submitted. Ctrl-C cancels this call's jobs.
     """
     tasks = list(tasks)
     if jobs < 1:
         raise ConfigError(f"jobs must be >= 1, got {jobs}")
-    bar = progress(total=len(tasks), desc=desc)
-    try:
-        if jobs == 1 or len(tasks) <= 1:
-            results = []
-            for task in tasks:
-                results.append(fn(task))
-                bar.update()
-            return results
-        context = multiprocessing.get_context("spawn")
-        with cf.ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context,
-                                    initializer=_init_worker, initargs=(fn, num_threads)) as pool:
-            futures = [pool.submit(_call_worker, task) for task in tasks]
-            try:
-                for future in cf.as_completed(futures):
-                    future.result()
-                    bar.update()
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
-            return [future.result() for future in futures]
-    finally:
-        bar.close()
+    spec = executor_spec(executor, jobs=jobs, threads=num_threads)
+    if spec is None:
+        spec = ExecutorSpec("debug" if jobs == 1 else "local", jobs=jobs, threads=num_threads)
+    if spec.kind != "slurm":
+        return _map_here(fn, tasks, spec, desc)
+    if folder is None:
+        raise ConfigError("map_jobs on Slurm needs folder= (where submitit keeps its logs and the ledger of jobs), "
+                          "e.g. <sweep folder>/.submitit")
+    return _map_on_slurm(fn, tasks, spec, Path(folder), desc or "sweep", units or (lambda task: [repr(task)]))
 
 
 class _JobRunner:
-    """Picklable ``(args, run_dir) -> launcher(args, emptied run_dir)``, then the ``done`` marker."""
+    """Picklable ``(args, run_dir) -> launcher(args, emptied run_dir)``, then the ``done`` marker (a run already
+    done, e.g. when Slurm requeues a preempted array task, is skipped)."""
 
     def __init__(self, launcher: Callable[[dict, Path], object]):
         self.launcher = launcher
 
     def __call__(self, task: tuple[dict, str]) -> None:
         args, run_dir = task
+        if is_done(run_dir):
+            return
         self.launcher(args, reset_run_dir(run_dir))
         mark_done(run_dir)
 
@@ -218,14 +383,20 @@ def pending(args_list: Iterable[dict], out_dir: str | os.PathLike) -> tuple[list
     return todo, counts
 
 
+def _run_name(task: tuple[dict, str]) -> list[str]:
+    return [Path(task[1]).name]
+
+
 def launch(args_list: Iterable[dict], launcher: Callable[[dict, Path], object], out_dir: str | os.PathLike, *,
-           jobs: int = 1, desc: str = "sweep", num_threads: int = 1) -> dict[str, int]:
+           jobs: int = 1, desc: str = "sweep", num_threads: int = 1, executor=None) -> dict[str, int]:
     """Run ``launcher(args, run_dir)`` for every run not done yet, then mark it done.
 
     Incomplete runs (a folder without ``done``) are emptied and run again from scratch. Returns the counts of
-    ``pending``. See ``map_jobs`` for ``jobs`` and ``num_threads``.
+    ``pending``. See ``map_jobs`` for ``jobs``, ``num_threads`` and ``executor``; on Slurm each run is a task,
+    submitit's files go to ``<out_dir>/.submitit`` and runs still in flight from an earlier launch are waited
+    for, not submitted again.
     """
     todo, counts = pending(args_list, out_dir)
     map_jobs(_JobRunner(launcher), [(args, str(run_dir)) for args, run_dir in todo], jobs=jobs, desc=desc,
-             num_threads=num_threads)
+             num_threads=num_threads, executor=executor, folder=Path(out_dir) / SUBMITIT_FOLDER, units=_run_name)
     return counts

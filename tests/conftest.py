@@ -30,3 +30,26 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# ---------------------------------------------------------------------------------------------- Slurm
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A single-node Slurm cluster with accounting for the whole session (``tests/slurm_cluster.py``), stopped by
+    PID at the end; tests using it skip, with the reason and the daemons' logs, where it cannot start. Its
+    ``.env`` (os.environ + SLURM_CONF) and ``.conf_path`` are for subprocesses, e.g. ``python -m shared.run``."""
+    from slurm_cluster import ClusterUnavailable, start_cluster
+
+    try:
+        cluster = start_cluster(tmp_path_factory.mktemp("slurm"))
+    except ClusterUnavailable as error:
+        pytest.skip(f"no Slurm cluster here: {error}")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def slurm(slurm_cluster, monkeypatch):
+    """The session's Slurm cluster, with SLURM_CONF set for this test (submitit calls sbatch, sacct, scancel)."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf_path))
+    return slurm_cluster

@@ -7,6 +7,7 @@ import pandas as pd
 import yaml
 
 from shared.book import BOOK, assemble, markdown_table, notebook_status, prepare_notebook
+from shared.ledger import Ledger
 
 
 def test_markdown_table_formats_numbers_and_escapes_pipes():
@@ -40,7 +41,9 @@ def test_assemble_writes_toc_scorecard_and_pages(tmp_path, monkeypatch):
     (runs / "smoke" / "ciln" / "01_benchmark.ipynb").write_text(nbformat.writes(nb))
     record = {"status": "ok", "output_notebook": "ciln/01_benchmark.ipynb", "out_dir": "ciln/01_benchmark",
               "parameters": {"profile": "smoke"}, "wall_s": 1, "peak_rss_mb": 1}
-    (runs / "smoke" / "manifest.json").write_text(json.dumps({"notebooks": {"ciln/01_benchmark.ipynb": record}}))
+    Ledger(runs / "smoke").write("ciln/01_benchmark.ipynb", {**record, "fingerprint": "f"})
+    (runs / "smoke" / "manifest.json").write_text("{trunc")  # a damaged summary is not read
+    (runs / "smoke" / "records" / "ciln" / "02_tv.json").write_text("[]")  # a damaged record is set aside
     book = tmp_path / "book"
     book.mkdir()
     for name in ("_config.yml", "intro.md", "running.md"):
@@ -57,6 +60,7 @@ def test_assemble_writes_toc_scorecard_and_pages(tmp_path, monkeypatch):
     assert "| Table I |" in index and "[01_benchmark](01_benchmark.ipynb) | ok |" in index
     assert "| Fig. 1 |" in index and "| not run |" in index  # a notebook exists but is not in the manifest
     assert "| missing |" in (book / "papers" / "plench" / "index.md").read_text()
+    assert (runs / "smoke" / "records" / "ciln" / "02_tv.json.damaged").exists()
 
 
 def test_status_of_items():

@@ -73,6 +73,27 @@ def test_missing_and_malformed_cifar_are_clear(tmp_path):
         load_dataset("cifar10", data_dir=tmp_path)
 
 
+class WritesAFile:
+    """A crafted pickle's payload: unpickling it calls ``exec``, which would create ``marker``."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return exec, (f"open({self.marker!r}, 'w').close()",)
+
+
+def test_a_crafted_cifar_batch_is_refused_without_running_its_code(tmp_path):
+    folder = tmp_path / "cifar-10-batches-py"
+    write_cifar(folder)
+    batch = {b"data": WritesAFile(tmp_path / "marker"), b"labels": [0]}
+    (folder / "data_batch_3").write_bytes(pickle.dumps(batch))
+    refused = r"data_batch_3: the CIFAR-10 batch refers to builtins\.exec.*refusing.*cifar\.html"
+    with pytest.raises(DataFormatError, match=refused):
+        load_dataset("cifar10", data_dir=tmp_path)
+    assert not (tmp_path / "marker").exists()
+
+
 @pytest.mark.parametrize("gz", [False, True])
 def test_mnist_reader_on_tiny_idx_files(tmp_path, gz):
     raw = tmp_path / "MNIST" / "raw"

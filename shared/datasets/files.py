@@ -11,16 +11,21 @@ into wrong answers. Every loader in this project reads its files through these h
   should be. They are recognised and reported as such, with the fix (``git lfs pull``).
 * **Binary bytes where text is expected** (a wrong file, a truncated download) give a DataFormatError naming
   the path instead of a ``UnicodeDecodeError`` from deep inside a parser.
+* **Pickles.** Unpickling calls whatever globals the file names, so a crafted file runs code. Pickled data
+  files (CIFAR-10's batches, PLCIFAR10's annotations) are read by ``load_pickle``, which builds plain
+  containers and numpy arrays only and refuses any other global before looking it up.
 
     from shared.datasets.files import open_text, read_csv, read_json, load_npy
     with open_text(path, newline="") as f:       # BOM-tolerant; clear errors for LFS pointers and binary data
         rows = list(csv.reader(f))
     frame = read_csv(path, sep="\\t")             # pandas, same checks
     counts = load_npy(path, "CIFAR-10H counts")   # refuses pickles, LFS pointers and non-.npy bytes
+    batch = load_pickle(path, "CIFAR-10 batch", encoding="bytes")   # dicts, lists, numbers, numpy arrays only
 """
 from __future__ import annotations
 
 import json
+import pickle
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, TextIO
@@ -34,6 +39,13 @@ LFS_SIGNATURE = b"version https://git-lfs.github.com/spec/"
 #: git-LFS pointers are at most a few hundred bytes (spec: "pointer files must be < 1024 bytes").
 LFS_POINTER_MAX_BYTES = 1024
 NPY_MAGIC = b"\x93NUMPY"
+#: The globals a pickle of numpy data names: arrays, dtypes and scalars, as numpy 1.x and 2.x pickle them
+#: (``_frombuffer``: arrays under pickle protocol 5).
+NUMPY_PICKLE_GLOBALS = frozenset(
+    {(f"numpy.{core}.multiarray", name) for core in ("core", "_core") for name in ("_reconstruct", "scalar")}
+    | {(f"numpy.{core}.numeric", "_frombuffer") for core in ("core", "_core")}
+    | {("numpy", "ndarray"), ("numpy", "dtype")}
+)
 
 
 def is_lfs_pointer(path) -> bool:
@@ -133,3 +145,46 @@ def load_npy(path, what: str = "array") -> np.ndarray:
     except (ValueError, OSError, EOFError) as e:
         raise DataFormatError(f"{path} is not a readable .npy file of the {what} ({e}); it may be truncated, "
                               "or hold Python objects (pickles are refused)") from None
+
+
+class _RefusedGlobal(Exception):
+    """A pickle names a global outside the allowed ones (message: ``module.name``)."""
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Builds what a pickle holds, looking up only the globals in ``allowed``."""
+
+    def __init__(self, file, allowed, **kwargs):
+        super().__init__(file, **kwargs)
+        self.allowed = allowed
+
+    def find_class(self, module, name):
+        if (module, name) in self.allowed:
+            return super().find_class(module, name)
+        raise _RefusedGlobal(f"{module}.{name}")
+
+
+def load_pickle(path, what: str = "pickle", *, allowed=NUMPY_PICKLE_GLOBALS, encoding: str = "ASCII",
+                fix: str = "replace it with the released file"):
+    """The data in a pickle file, unpickled without running code from the file.
+
+    Builtin containers and scalars (dicts, lists, tuples, sets, strings, bytes, numbers) are built as usual;
+    of the globals a pickle may name (classes, functions), only those in ``allowed`` (pairs ``(module, name)``;
+    by default numpy arrays, dtypes and scalars) are looked up. A file naming any other global, such as a
+    crafted ``os.system`` call or just an unexpected class, raises DataFormatError naming the path and the
+    global, before that global is imported. A git-LFS pointer and a truncated or damaged file raise
+    DataFormatError naming the path; ``fix`` ends those messages. ``encoding`` is ``pickle``'s (``"bytes"`` for
+    pickles written by Python 2, such as CIFAR-10's batches).
+    """
+    path = check_not_lfs_pointer(path)
+    try:
+        with open(path, "rb") as f:
+            return _PlainUnpickler(f, allowed, encoding=encoding).load()
+    except _RefusedGlobal as e:
+        raise DataFormatError(f"{path}: the {what} refers to {e}, which is not among the plain types it should hold; "
+                              f"refusing to load it (unpickling it could run code): {fix}") from None
+    except (FileNotFoundError, PermissionError):
+        raise
+    except Exception as e:  # noqa: BLE001  damaged pickles fail in many ways (UnpicklingError, EOFError, KeyError...)
+        raise DataFormatError(f"{path} is not a readable pickle ({type(e).__name__}: {e}); it may be truncated or "
+                              f"damaged: {fix}") from None

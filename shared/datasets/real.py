@@ -7,14 +7,13 @@ The readers are plain format parsers (no checksums), so tests can run them on ti
 from __future__ import annotations
 
 import gzip
-import pickle
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from shared.datasets import Dataset, Split, register
-from shared.datasets.files import check_not_lfs_pointer, read_csv
+from shared.datasets.files import check_not_lfs_pointer, load_pickle, read_csv
 from shared.errors import DataFormatError, DataNotFoundError
 from shared.paths import data_dir as resolve_data_dir
 
@@ -58,16 +57,19 @@ def _find(folder: Path, name: str) -> Path | None:
 
 # ---------------------------------------------------------------------------------------------- CIFAR-10
 CIFAR10_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar.html"
 
 
 def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """One pickled CIFAR-10 batch: images (n, 32, 32, 3) uint8 and labels (n,) int64."""
-    path = check_not_lfs_pointer(path)
+    """One pickled CIFAR-10 batch: images (n, 32, 32, 3) uint8 and labels (n,) int64.
+
+    The pickle is read with ``load_pickle`` (plain containers and numpy arrays only), so a crafted file cannot
+    run code."""
+    batch = load_pickle(path, "CIFAR-10 batch", encoding="bytes",
+                        fix=f"extract {Path(path).name} again from cifar-10-python.tar.gz ({CIFAR10_URL})")
     try:
-        with open(path, "rb") as f:
-            batch = pickle.load(f, encoding="bytes")
         data, labels = batch[b"data"], batch[b"labels"]
-    except (pickle.UnpicklingError, KeyError, EOFError, TypeError) as e:
+    except (KeyError, TypeError) as e:
         raise DataFormatError(f"{path} is not a CIFAR-10 python batch (dict with b'data' and b'labels'): {e}") from e
     data = np.asarray(data, dtype=np.uint8)
     if data.ndim != 2 or data.shape[1] != 3072 or len(labels) != len(data):
@@ -84,7 +86,7 @@ def locate_cifar10(data_dir=None) -> Path:
         raise missing_data_error(
             "CIFAR-10",
             [c / "data_batch_1" for c in candidates],
-            "Download 'CIFAR-10 python version' (cifar-10-python.tar.gz) from https://www.cs.toronto.edu/~kriz/cifar.html "
+            f"Download 'CIFAR-10 python version' (cifar-10-python.tar.gz) from {CIFAR10_URL} "
             f"and extract it into {root} (it creates cifar-10-batches-py/).",
         )
     return folder

@@ -203,3 +203,48 @@ def test_sweep_draws_check_their_ranges_for_heads_and_fine_tuning():
             make(2, epochs=(3, 2))
     assert [h.name for h in random_heads(2, seed=0, train_fractions=(0.25, 0.5, 1.0))] == [
         "mlp(h=256, lr=0.00079, ep=4, bs=16, frac=0.5, seed=0)", "mlp(h=256, lr=0.00017, ep=8, bs=64, frac=0.25, seed=1)"]
+
+
+def test_the_executor_setting_reaches_the_fine_tuning_sweep(monkeypatch):
+    """The notebooks' path: ``model_sweep(..., executor=cfg.executor)`` with ``-p settings '{executor: ...}'``."""
+    from lnlfn import finetune
+    from shared.profiles import notebook_settings
+
+    seen = []
+    monkeypatch.setattr(finetune, "finetune_sweep", lambda *a, **kw: seen.append(kw["executor"]) or "swept")
+    on_slurm = {"kind": "slurm", "gpus_per_node": 1, "wait": False}
+    cfg = notebook_settings("lnlfn", "03_detection_main", "full", {"executor": on_slurm})
+    ds = TextDataset(name="toy", texts=["good", "bad"] * 6, labels=np.array([0, 1] * 6), classes=("pos", "neg"),
+                     annotations=None, split=np.repeat(["train", "val", "test"], 4), ids=np.arange(12).astype(str),
+                     source="test")
+    assert X.model_sweep(ds, ds.labels, model="org/any-model", configs=[], executor=cfg.executor) == "swept"
+    assert seen == [on_slurm]
+    X.model_sweep(ds, ds.labels, model="org/any-model", configs=[])
+    assert seen[-1] is None
+
+
+@pytest.mark.parametrize("notebook", ["00_data_and_noising", "01_noise_realism", "02_model_survey",
+                                      "03_detection_main", "04_mturk_reanalysis", "05_end_to_end"])
+def test_every_notebook_has_the_executor_setting_off_by_default(notebook):
+    from shared.profiles import notebook_settings
+
+    assert all(notebook_settings("lnlfn", notebook, p).executor is None for p in ("smoke", "full"))
+
+
+def test_every_model_sweep_of_the_notebooks_passes_the_executor_setting():
+    import ast
+    import json
+
+    from shared.paths import paper_dir
+
+    calls = []
+    for path in sorted(paper_dir("lnlfn").glob("0*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] == "code":
+                source = "".join(cell["source"])
+                calls += [(path.stem, node) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+                          and getattr(node.func, "id", None) == "model_sweep"]
+    assert {stem for stem, _ in calls} == {"01_noise_realism", "02_model_survey", "03_detection_main", "05_end_to_end"}
+    for stem, call in calls:
+        passed = {kw.arg: ast.unparse(kw.value) for kw in call.keywords}
+        assert passed.get("executor") == "cfg.executor", f"{stem}: model_sweep(...) without executor=cfg.executor"

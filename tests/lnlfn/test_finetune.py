@@ -7,6 +7,7 @@ learns in a few dozen steps at a from-scratch learning rate (1e-2); each run tak
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -320,3 +321,114 @@ def test_xlnet_pads_left_so_batching_does_not_change_predictions(tmp_path):
         alone = [F._predict(model, [f], pad, FAST, torch.device("cpu"))[0] for f in feats]
         for a, b in zip(together, alone):
             np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------ executors
+SHORT = [FinetuneConfig(lr=1e-2, epochs=2, batch_size=16), FinetuneConfig(lr=3e-3, epochs=2, batch_size=16, seed=1)]
+
+
+def small_sweep(tiny_model, configs=SHORT, labels_seed: int = 1, **kwargs):
+    train, (texts, y) = sentiment(32, 0), sentiment(24, labels_seed)
+    return finetune_sweep(tiny_model, texts, y, configs, train=train, val=np.arange(24) < 12, num_labels=2,
+                          device="cpu", **kwargs)
+
+
+def test_a_sweep_on_local_workers_equals_the_in_process_sweep_and_is_collected_from_the_cache(tiny_model, tmp_path,
+                                                                                             monkeypatch):
+    from shared import sweep as S
+    from shared.cache import ArtifactCache
+    from shared.executor import ExecutorSpec
+
+    here = small_sweep(tiny_model, cache=ArtifactCache(tmp_path / "here"))
+    store = ArtifactCache(tmp_path / "jobs")  # a fresh cache: the workers really train
+    jobs = small_sweep(tiny_model, cache=store, executor=ExecutorSpec("local", jobs=2))
+    assert not any(run.from_cache for run in here.runs + jobs.runs)
+    np.testing.assert_array_equal(jobs.probs, here.probs)
+    np.testing.assert_array_equal(jobs.val_accuracy, here.val_accuracy)
+    assert [run.config for run in jobs.runs] == SHORT
+    entries = [p for p in (tmp_path / "jobs" / F.CACHE_KIND).iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(entries) == 2
+
+    submitted = []
+    real = S.map_jobs
+    monkeypatch.setattr(S, "map_jobs", lambda fn, tasks, **kw: submitted.append(list(tasks)) or real(fn, tasks, **kw))
+    again = small_sweep(tiny_model, cache=store, executor={"kind": "local", "jobs": 2})  # a settings mapping
+    assert submitted == [] and all(run.from_cache for run in again.runs)  # a relaunch collects, submits nothing
+    np.testing.assert_array_equal(again.probs, here.probs)
+    extra = FinetuneConfig(lr=1e-2, epochs=1, batch_size=16, seed=2)
+    more = small_sweep(tiny_model, configs=[SHORT[0], extra, SHORT[1]], cache=store, executor="debug")
+    assert submitted == [[extra]]  # only the run not in the cache is a job
+    np.testing.assert_array_equal(more.probs[[0, 2]], here.probs)
+    assert [run.from_cache for run in more.runs] == [True, False, True]
+
+
+def test_the_debug_executor_trains_in_this_process_also_without_a_cache(tiny_model, cache_dir):
+    from shared.executor import ExecutorSpec
+
+    here = small_sweep(tiny_model, cache=False)
+    debug = small_sweep(tiny_model, cache=False, executor=ExecutorSpec("debug"))
+    np.testing.assert_array_equal(debug.probs, here.probs)
+    assert not cache_dir.exists()  # cache=False: nothing written
+
+
+@pytest.mark.parametrize("kind", ["local", "slurm"])
+def test_cache_false_with_jobs_outside_this_process_is_refused(tiny_model, kind, monkeypatch):
+    from shared.executor import ExecutorSpec
+
+    monkeypatch.setattr(F, "finetune_probs", lambda *a, **k: pytest.fail("trained before refusing"))
+    with pytest.raises(ConfigError, match=f"cache=False cannot be used with the '{kind}' executor.*cache=None"):
+        small_sweep(tiny_model, cache=False, executor=ExecutorSpec(kind))
+
+
+def test_slurm_jobs_asking_for_gpus_with_a_device_resolved_to_cpu_are_refused(tiny_model, monkeypatch):
+    from shared.executor import ExecutorSpec
+
+    monkeypatch.setattr(F, "finetune_probs", lambda *a, **k: pytest.fail("trained before refusing"))
+    with pytest.raises(ConfigError, match="ask for GPUs .* but device is 'cpu'.*run the notebook itself on a GPU node"):
+        small_sweep(tiny_model, executor=ExecutorSpec("slurm", gpus_per_node=1))
+
+
+def test_slurm_bookkeeping_lies_under_the_cache_one_folder_per_model_and_data(tiny_model, tmp_path, monkeypatch):
+    """What a Slurm sweep hands to map_jobs (no cluster: map_jobs is replaced by a recorder)."""
+    from shared import sweep as S
+    from shared.cache import ArtifactCache
+    from shared.executor import ExecutorSpec
+
+    calls = []
+
+    def record(fn, tasks, *, folder, units, executor, **kw):
+        calls.append({"folder": folder, "units": [units(t) for t in tasks], "executor": executor})
+        return [F.FinetuneRun(t, np.full((24, 2), 0.5), np.zeros(1), 1.0, 1.0, 1.0, "cpu") for t in tasks]
+
+    monkeypatch.setattr(S, "map_jobs", record)
+    store = ArtifactCache(tmp_path / "cache")
+    spec = ExecutorSpec("slurm", wait=False)
+    small_sweep(tiny_model, cache=store, executor=spec)
+    small_sweep(tiny_model, configs=SHORT[:1], cache=store, executor=spec)  # same data, fewer configs
+    small_sweep(tiny_model, labels_seed=2, cache=store, executor=spec)  # other items and labels
+    first, same, other = (call["folder"] for call in calls)
+    assert first.parent == tmp_path / "cache" / F.CACHE_KIND / ".submitit"
+    assert first == same and other.parent == first.parent and other != first
+    assert calls[0]["executor"] == replace(spec, chunk=1)  # one run per array task
+    units = [u for [u] in calls[0]["units"]]
+    assert len(set(units)) == 2 and all(u.startswith(c.name) for u, c in zip(units, SHORT))
+    assert calls[1]["units"] == calls[0]["units"][:1]  # a run keeps its unit, so in-flight jobs are recognised
+
+
+@pytest.mark.slurm
+def test_a_sweep_on_slurm_without_waiting_is_collected_by_its_next_launch_and_equals_local(slurm, tiny_model,
+                                                                                           tmp_path):
+    """Two runs as one Slurm job array (``wait: false``: SweepPending once submitted); the next launch waits
+    for those jobs instead of submitting them again, and gets the in-process sweep's probabilities."""
+    from shared.cache import ArtifactCache
+    from shared.sweep import SweepPending
+
+    here = small_sweep(tiny_model, cache=ArtifactCache(tmp_path / "here"))
+    store = ArtifactCache(tmp_path / "slurm")
+    setting = {"kind": "slurm", "timeout_min": 5}
+    with pytest.raises(SweepPending) as pending:
+        small_sweep(tiny_model, cache=store, executor={**setting, "wait": False})
+    assert pending.value.tasks == 2 and pending.value.folder.parent == store.root / F.CACHE_KIND / ".submitit"
+    on_slurm = small_sweep(tiny_model, cache=store, executor=setting)
+    np.testing.assert_array_equal(on_slurm.probs, here.probs)
+    assert len(list(pending.value.folder.glob("*/*_submitted.pkl"))) == 2  # nothing submitted twice
