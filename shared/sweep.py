@@ -208,8 +208,22 @@ class _Chunk:
 
 
 def _read_ledger(folder: Path) -> list[dict]:
+    """The jobs an earlier launch submitted; a damaged file is reported, set aside and read as none (its jobs'
+    runs may then be submitted again: done markers keep any run from being recorded twice)."""
     path = folder / SUBMITTED_FILE
-    return json.loads(path.read_text())["jobs"] if path.exists() else []
+    if not path.exists():
+        return []
+    try:
+        jobs = json.loads(path.read_bytes().decode("utf-8"))["jobs"]
+        if isinstance(jobs, list) and all(isinstance(j, dict) and {"job_id", "tasks"} <= set(j) for j in jobs):
+            return jobs
+        problem = "does not list jobs"
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        problem = f"is not readable ({type(e).__name__}: {e})"
+    os.replace(path, path.with_name(path.name + ".damaged"))
+    print(f"warning: {path} {problem}; set aside as {path.name}.damaged, so jobs still running from an earlier "
+          "launch are not known and their runs may be submitted again", file=sys.stderr)
+    return []
 
 
 def _write_ledger(folder: Path, entries: list[dict]) -> None:

@@ -176,3 +176,13 @@ def test_aggregate_standard_error_and_std():
     assert 100 * se == pytest.approx(100 * np.std(np.array(values) / np.sqrt(3)))
     with pytest.raises(ConfigError, match="aggregation"):
         selection.aggregate(values, "sem")
+
+
+@pytest.mark.parametrize("content", [b"", b"[]", b'{"jobs": [{"job_id": 1}]}', b"\xff"])
+def test_a_damaged_ledger_of_submitted_jobs_is_reported_and_set_aside(tmp_path, capsys, content):
+    from shared.sweep import SUBMITTED_FILE, _read_ledger
+
+    (tmp_path / SUBMITTED_FILE).write_bytes(content)
+    assert _read_ledger(tmp_path) == []
+    assert str(tmp_path / SUBMITTED_FILE) in capsys.readouterr().err
+    assert (tmp_path / f"{SUBMITTED_FILE}.damaged").read_bytes() == content
