@@ -128,7 +128,7 @@ def plan_jobs(args, profile: str, out_root: Path) -> list[dict]:
     check_names(notebooks, {k: v for k, v in common.items() if k not in cli}, cli, per_notebook,
                 sorted({p.stem for p in all_notebooks}))
     cwd = Path.cwd()
-    threads = args.threads or THREADS[profile]
+    threads = THREADS[profile] if args.threads is None else args.threads
     if threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {threads}")
     kernel = kernel_name()

@@ -9,6 +9,7 @@ from shared.datasets import list_datasets, load_dataset
 from shared.datasets.offline import adult_like_frame
 from shared.datasets.writers import write_adult, write_cifar10, write_idx, write_lfs_pointer
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
+from test_files import WritesAFile  # a crafted pickle whose payload creates a marker file
 
 
 def test_registry_lists_real_and_offline_datasets():
@@ -71,16 +72,6 @@ def test_missing_and_malformed_cifar_are_clear(tmp_path):
     (tmp_path / "cifar-10-batches-py" / "test_batch").write_bytes(pickle.dumps({b"pixels": []}))
     with pytest.raises(DataFormatError, match="not a CIFAR-10 python batch"):
         load_dataset("cifar10", data_dir=tmp_path)
-
-
-class WritesAFile:
-    """A crafted pickle's payload: unpickling it calls ``exec``, which would create ``marker``."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return exec, (f"open({self.marker!r}, 'w').close()",)
 
 
 def test_a_crafted_cifar_batch_is_refused_without_running_its_code(tmp_path):

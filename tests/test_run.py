@@ -296,6 +296,8 @@ def test_a_failed_rerun_never_replaces_a_good_result(papers, tmp_path, capsys):
     (["-f", "{file}", "[1, 2]"], "expected a mapping of parameter names to values, got list"),
     (["-p", "settings", "{not_a_setting: 1}"], "unknown setting(s) not_a_setting for ciln/01_ok; valid settings: n"),
     (["-p", "settings", "5"], "settings must be a mapping"),
+    (["--threads", "0"], "--threads must be at least 1, got 0"),
+    (["--jobs", "0"], "jobs must be a whole number >= 1, got 0"),
 ])
 def test_unknown_names_are_errors_before_any_kernel_starts(papers, tmp_path, capsys, args, message):
     (papers.parent.parent / "papers/ciln/profiles.yaml").write_text(
