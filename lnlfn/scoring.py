@@ -2,7 +2,7 @@
 
 LNLFN (spec §3.1) ranks items by the loss of their *given* (possibly noisy) label under a model that
 never trained on them. The smoke profile replaces fine-tuning with small heads on frozen features
-(``lnlfn.encoders``), so a "sweep run" here is one head configuration (``HeadConfig``), and its
+(``shared.text.encoders``), so a "sweep run" here is one head configuration (``HeadConfig``), and its
 out-of-sample probabilities come from either
 
 * **K-fold cross-fitting** over the scored items (each item is predicted by the head trained on the

@@ -172,6 +172,14 @@ class ArtifactCache:
     def entry_dir(self, kind: str, key: str) -> Path:
         return self.root / kind / key
 
+    def lookup(self, kind: str, params: dict, *, code: Iterable[Any] = (), fmt: str = "npz") -> Any | None:
+        """The cached artifact for (kind, params, code) if a sound entry exists, else None (nothing is built; a
+        damaged entry reads as absent and is rebuilt by the next ``get_or_build``)."""
+        code = list(code)
+        found, _ = self._read(self.entry_dir(kind, params_key(kind, params, code_fingerprint(*code) if code else "")),
+                              fmt)
+        return None if found is _ABSENT else found
+
     def get_or_build(
         self,
         kind: str,

@@ -33,6 +33,16 @@ class MLP(nn.Module):
     def forward(self, x):
         return self.net(x)
 
+    def features(self, x):
+        """Penultimate activations (n, hidden[-1]): every layer but the last Linear (the flattened input without
+        hidden layers), so that ``classifier(features(x)) == forward(x)``."""
+        return self.net[:-1](x)
+
+    @property
+    def classifier(self) -> nn.Linear:
+        """The last Linear layer, (hidden[-1] -> num_classes)."""
+        return self.net[-1]
+
 
 class TinyCNN(nn.Module):
     def __init__(self, in_channels: int, num_classes: int, width: int = 16):

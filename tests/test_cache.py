@@ -293,3 +293,14 @@ def test_every_cached_artifact_in_the_project_is_keyed_on_its_code():
                 assert code is not None, f"{where} caches an artifact without code=..."
                 # a path stands for one file; a function or module brings the modules it imports
                 assert "__file__" not in ast.unparse(code), f"{where} keys on its own file only"
+
+
+def test_lookup_finds_sound_entries_only(tmp_path):
+    cache = ArtifactCache(tmp_path)
+    assert cache.lookup("k", {"a": 1}) is None
+    cache.get_or_build("k", {"a": 1}, lambda: {"x": np.arange(3)})
+    assert np.array_equal(cache.lookup("k", {"a": 1})["x"], np.arange(3))
+    assert cache.lookup("k", {"a": 2}) is None
+    (artifact,) = tmp_path.glob("k/*/artifact.npz")
+    artifact.write_bytes(b"damaged")
+    assert cache.lookup("k", {"a": 1}) is None

@@ -95,5 +95,5 @@ def test_selection_rule_errors():
         result.accuracy("val")
     with pytest.raises(ConfigError, match="unknown selection rule"):
         result.accuracy("oracle")
-    with pytest.raises(ConfigError, match="unknown method 'mixup'"):
-        make_method("mixup", mlp, 5, TrainSetup())
+    with pytest.raises(ConfigError, match="unknown method 'mixmatch'"):
+        make_method("mixmatch", mlp, 5, TrainSetup())

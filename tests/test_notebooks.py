@@ -128,9 +128,30 @@ LNLFN_CHECKS = {
         "Correcting the top Err% items by FME loss closes at least half of the measurable-vs-true gap (rt_u5)"],
 }
 
+# NoisywikiHow's faithfulness checks (issue 13, spec §7.4). Reported but not asserted: SEAL above the base model
+# (did not reproduce on frozen features, in the prototype nor here), every method above the base under symmetric
+# noise, a pre-trained encoder above TF-IDF (TinyHow's templated texts suit n-grams), and the long-tailed methods'
+# tail-class gains (LDAM does not raise them here).
+NOISYWIKIHOW_CHECKS = {
+    "00_dataset_and_noise": ["The training set is long-tailed (largest / smallest class >= 5)",
+                             "Validation and test sets are balanced (the same number of events per class)",
+                             "The three noise sources partition the classes, none of them empty"],
+    "01_plm_architectures": [f"{arch}: accuracy does not increase with the noise level (1-point tolerance)"
+                             for arch in ("minilm-mlp", "tfidf-mlp", "tfidf-linear", "minilm-bilstm")],
+    "02_noise_sources": ["TC-class accuracy is lowest when the noise comes from TC (base model)"],
+    "03_lnl_realworld": ["Co-teaching is no better than the base model at 40-60 % real noise (peak Top-1)"],
+    "04_real_vs_synthetic": [
+        "Co-teaching beats the base model at 40-60 % symmetric noise (last-5-epoch accuracy)",
+        "Losses of correct and incorrect samples overlap under real noise (AUROC <= 0.65) and separate under symmetric "
+        "noise (AUROC >= 0.85), after the 4th epoch at 40 % (Fig. 3)",
+        "Real-noise test curves are flatter: the peak-to-end drop at 60 % is at least 5x larger under symmetric noise "
+        "(Fig. 4)"],
+}
+
 FAITHFULNESS_CHECKS = {("ciln", nb): checks for nb, checks in CILN_CHECKS.items()} | \
     {("plench", nb): checks for nb, checks in PLENCH_CHECKS.items()} | \
-    {("lnlfn", nb): checks for nb, checks in LNLFN_CHECKS.items()}
+    {("lnlfn", nb): checks for nb, checks in LNLFN_CHECKS.items()} | \
+    {("noisywikihow", nb): checks for nb, checks in NOISYWIKIHOW_CHECKS.items()}
 
 
 @pytest.mark.parametrize("paper, notebook", FAITHFULNESS_CHECKS)

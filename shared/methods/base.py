@@ -2,11 +2,16 @@
 
 A method trains one or more networks built by ``make_model()`` on inputs ``X`` (a float tensor, n x ...)
 and noisy labels ``y`` (n,). After each epoch it records the clean-test accuracy of its prediction (and of
-any other evaluation set), so the three model-selection rules can be compared afterwards:
+any other evaluation set; top-1 as ``<set>_acc``, and ``<set>_top5`` with ``TrainSetup(topk=(1, 5))``), so the
+model-selection rules can be compared afterwards:
 
-- ``best_test``: the best epoch on the test set (optimistic; what CILN reports),
+- ``best_test``: the best epoch on the test set (optimistic; what CILN and NoisywikiHow report),
 - ``last``: the last epoch,
-- ``val``: the epoch with the best accuracy on a *noisy* validation set (what a practitioner can do).
+- ``val``: the epoch with the best top-1 accuracy on the validation set (noisy in CILN, clean in NoisywikiHow),
+- ``stable``: the mean over the last 5 epochs (NoisywikiHow's ``stable_acc``).
+
+Two-network methods report the mean accuracy of their networks (CILN's convention) or, with
+``TrainSetup(eval_net=0)``, network 1's only (the official NoisywikiHow code, ``tm_main.py``).
 """
 from __future__ import annotations
 
@@ -24,7 +29,8 @@ from shared.progress import progress
 from shared.seeding import seed_everything
 from shared.training import amp_scaler, make_optimizer, predict_logits
 
-SELECTION_RULES = ("best_test", "last", "val")
+SELECTION_RULES = ("best_test", "last", "val", "stable")
+STABLE_EPOCHS = 5  # the last epochs the 'stable' rule averages
 
 
 @dataclass
@@ -42,6 +48,9 @@ class TrainSetup:
     device: str = "auto"
     seed: int = 0
     log_losses_at: tuple[int, ...] = ()  # epochs after which per-sample training losses are stored
+    topk: tuple[int, ...] = (1,)  # top-1 is recorded as <set>_acc; every other k adds a <set>_top<k> column
+    grad_clip: float | None = None  # clip_grad_norm_ of each network's gradient to this L2 norm in Method.step
+    eval_net: int | None = None  # the network whose accuracy is recorded; None: the mean over networks
 
 
 @dataclass
@@ -50,17 +59,25 @@ class FitResult:
     losses: dict[int, np.ndarray] = field(default_factory=dict)  # epoch -> per-sample CE of network 1
     extras: dict = field(default_factory=dict)  # method-specific arrays, e.g. DivideMix's clean probabilities
 
-    def accuracy(self, rule: str = "best_test", eval_set: str = "test") -> float:
-        """Test accuracy of the epoch each selection rule picks."""
+    def accuracy(self, rule: str = "best_test", eval_set: str = "test", metric: str = "acc") -> float:
+        """Accuracy (``metric`` "acc" = top-1, or "top5", ...) on ``eval_set`` under a selection rule.
+
+        Each metric is maximised on its own by ``best_test`` (the official NoisywikiHow ``test_best1`` and
+        ``test_best5``); ``val`` takes the epoch of the best validation top-1 for every metric.
+        """
         if rule not in SELECTION_RULES:
             raise unknown_choice("selection rule", rule, SELECTION_RULES)
-        column = f"{eval_set}_acc"
+        column = f"{eval_set}_{metric}"
+        if column not in self.history:
+            raise ConfigError(f"the history has no column {column!r}; top-k accuracies need TrainSetup(topk=(1, k))")
         if rule == "best_test":
             return float(self.history[column].max())
         if rule == "last":
             return float(self.history[column].iloc[-1])
+        if rule == "stable":
+            return float(self.history[column].tail(STABLE_EPOCHS).mean())
         if "val_acc" not in self.history:
-            raise ConfigError("the 'val' rule needs an evaluation set named 'val' (noisy validation data)")
+            raise ConfigError("the 'val' rule needs an evaluation set named 'val' (validation data)")
         return float(self.history[column].iloc[int(self.history["val_acc"].to_numpy().argmax())])
 
 
@@ -72,6 +89,12 @@ class Method:
 
     def __init__(self, make_model: Callable[[], torch.nn.Module], num_classes: int, setup: TrainSetup):
         self.make_model, self.num_classes, self.setup = make_model, num_classes, setup
+        if setup.eval_net is not None and not 0 <= setup.eval_net < self.n_networks:
+            raise ConfigError(f"eval_net must be None or a network index below {self.n_networks}, got {setup.eval_net}")
+        if setup.grad_clip is not None and setup.grad_clip <= 0:
+            raise ConfigError(f"grad_clip must be None or positive, got {setup.grad_clip}")
+        if any(k < 1 for k in setup.topk):
+            raise ConfigError(f"topk must hold positive integers, got {setup.topk}")
 
     # -- set-up --------------------------------------------------------------------------------------------
     def _prepare(self, X: torch.Tensor, y) -> None:
@@ -83,11 +106,15 @@ class Method:
         if len(self.y) != len(X):
             raise ConfigError(f"{len(X)} inputs but {len(self.y)} labels")
         self.nets = [self.make_model().to(self.device) for _ in range(self.n_networks)]
-        self.optimizers = [make_optimizer(n, self.setup.optimizer, self.setup.lr, self.setup.weight_decay,
-                                          self.setup.momentum) for n in self.nets]
-        self.schedulers = [torch.optim.lr_scheduler.CosineAnnealingLR(o, self.setup.epochs) if self.setup.cosine else None
-                           for o in self.optimizers]
+        pairs = [self.new_optimizer(net, self.setup.epochs) for net in self.nets]
+        self.optimizers, self.schedulers = [o for o, _ in pairs], [s for _, s in pairs]
         self.scaler = amp_scaler(self.device)
+
+    def new_optimizer(self, net: torch.nn.Module, epochs: int):
+        """The set-up's optimizer for ``net`` and its cosine schedule over ``epochs`` (None without ``cosine``)."""
+        s = self.setup
+        optimizer = make_optimizer(net, s.optimizer, s.lr, s.weight_decay, s.momentum)
+        return optimizer, torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs) if s.cosine else None
 
     def batches(self, indices: torch.Tensor | None = None, drop_last: bool = False):
         """Shuffled mini-batches of row indices (of ``indices``, default all rows)."""
@@ -104,11 +131,26 @@ class Method:
             xb = self.setup.augment(xb, self.generator)
         return xb
 
-    @staticmethod
-    def step(optimizer, loss: torch.Tensor) -> None:
+    def step(self, optimizer, loss: torch.Tensor) -> None:
+        """One optimizer step on ``loss``, its gradient clipped to ``setup.grad_clip`` (L2 norm) when set."""
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if self.setup.grad_clip is not None:
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            torch.nn.utils.clip_grad_norm_(params, self.setup.grad_clip)
         optimizer.step()
+
+    def run_batches(self, batch_loss: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+                    net: int = 0) -> float:
+        """One pass over shuffled mini-batches training network ``net``: ``batch_loss(idx, x, y)`` gives the
+        batch's mean loss from its row indices, (augmented) inputs and labels on the device; returns the mean
+        loss over rows."""
+        total, count = 0.0, 0
+        for idx in self.batches():
+            loss = batch_loss(idx, self.inputs(idx), self.y[idx].to(self.device))
+            self.step(self.optimizers[net], loss)
+            total, count = total + float(loss.detach()) * len(idx), count + len(idx)
+        return total / max(count, 1)
 
     # -- evaluation ----------------------------------------------------------------------------------------
     def logits(self, X: torch.Tensor, net: int | None = None) -> torch.Tensor:
@@ -119,10 +161,21 @@ class Method:
     def predict_proba(self, X: torch.Tensor) -> np.ndarray:
         return torch.softmax(self.logits(X), dim=1).numpy()
 
-    def accuracy(self, X: torch.Tensor, y) -> float:
-        """Mean of the networks' accuracies (CILN's convention for two-network methods)."""
+    def evaluate(self, X: torch.Tensor, y) -> dict[str, float]:
+        """Top-1 accuracy ("acc") and every other top-k of ``setup.topk`` ("top5", ...) of network
+        ``setup.eval_net``, or the mean over the networks (CILN's convention) when it is None."""
         y = np.asarray(y)
-        return float(np.mean([(self.logits(X, i).argmax(1).numpy() == y).mean() for i in range(len(self.nets))]))
+        nets = range(len(self.nets)) if self.setup.eval_net is None else [self.setup.eval_net]
+        ks = sorted({k for k in self.setup.topk if k > 1})
+        scores: dict[str, list] = {"acc": [], **{f"top{k}": [] for k in ks}}
+        for i in nets:
+            logits = self.logits(X, i)
+            scores["acc"].append((logits.argmax(1).numpy() == y).mean())
+            if ks:
+                top = logits.topk(min(ks[-1], logits.shape[1]), dim=1).indices.numpy()
+                for k in ks:
+                    scores[f"top{k}"].append((top[:, :k] == y[:, None]).any(1).mean())
+        return {name: float(np.mean(values)) for name, values in scores.items()}
 
     def per_sample_loss(self, net: int = 0) -> np.ndarray:
         """Cross-entropy of every training row under its (noisy) label, one network in eval mode."""
@@ -145,10 +198,10 @@ class Method:
                 if sched is not None:
                     sched.step()
             for name, (Xe, ye) in (eval_sets or {}).items():
-                row[f"{name}_acc"] = self.accuracy(Xe, ye)
+                row.update({f"{name}_{metric}": value for metric, value in self.evaluate(Xe, ye).items()})
             if epoch in self.setup.log_losses_at:
                 losses[epoch] = self.per_sample_loss(0)
             rows.append(row)
-            bar.set_postfix({k: round(v, 3) for k, v in row.items() if k.endswith("acc")})
+            bar.set_postfix({k: round(v, 3) for k, v in row.items() if k.endswith("acc")}, refresh=False)
         extras.update(getattr(self, "extras", {}))
         return FitResult(pd.DataFrame(rows), losses, extras)

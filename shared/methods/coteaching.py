@@ -10,7 +10,9 @@ R(t) = 1 - forget(t) ramps down from 1 over the first ``ramp_epochs`` epochs:
   ``rounding="round"``: keep max(1, round(R * batch)).
 
 ``forget_rate`` is the noise rate the method is told; CILN gives it the true rate of the training labels
-(an oracle), which the caller computes.
+(an oracle), which the caller computes. The last, smaller mini-batch of an epoch is dropped as in Han et al.'s
+code; ``drop_last=False`` trains on it too (the official NoisywikiHow code, ``trainer.train_ct``, which with
+``ramp="linear", rounding="round"`` uses R(t) = 1 - linspace(0, forget_rate, ramp_epochs)[t], then 1 - forget_rate).
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ class CoTeaching(Method):
     n_networks = 2
 
     def __init__(self, make_model, num_classes, setup, *, forget_rate: float, ramp_epochs: int = 10,
-                 ramp: str = "linear", exponent: float = 1.0, rounding: str = "floor", clean_labels=None):
+                 ramp: str = "linear", exponent: float = 1.0, rounding: str = "floor", clean_labels=None,
+                 drop_last: bool = True):
         super().__init__(make_model, num_classes, setup)
         if not 0.0 <= forget_rate < 1.0:
             raise ConfigError(f"forget_rate must be in [0, 1), got {forget_rate}")
@@ -35,7 +38,7 @@ class CoTeaching(Method):
         if rounding not in ("floor", "round"):
             raise unknown_choice("Co-Teaching rounding", rounding, ["floor", "round"])
         self.forget_rate, self.ramp_epochs, self.ramp = forget_rate, ramp_epochs, ramp
-        self.exponent, self.rounding = exponent, rounding
+        self.exponent, self.rounding, self.drop_last = exponent, rounding, drop_last
         self.clean_labels = None if clean_labels is None else torch.as_tensor(clean_labels).long()
 
     def forget_at(self, epoch: int) -> float:
@@ -52,7 +55,7 @@ class CoTeaching(Method):
     def train_epoch(self, epoch: int) -> dict:
         (net1, net2), (opt1, opt2) = self.nets, self.optimizers
         total, count, kept_clean, kept = 0.0, 0, 0, 0
-        for idx in self.batches(drop_last=True):
+        for idx in self.batches(drop_last=self.drop_last):
             x, t = self.inputs(idx), self.y[idx].to(self.device)
             logits1, logits2 = net1(x), net2(x)
             keep = self.n_keep(len(idx), epoch)

@@ -5,6 +5,7 @@
 
 Registry ``NOISE_MODELS``: ``symmetric``, ``pairflip``, ``instance`` (Xia et al., 2020; needs ``features``).
 Class-conditional noise from any transition matrix: ``apply_transition(y, T, rng)``.
+Open-set noise of NoisywikiHow (text replaced by its nearest out-of-set event, label kept): ``open_set_noise``.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from shared.noise.classic import (
     symmetric_transition,
 )
 from shared.noise.estimation import anchor_transition, empirical_transition, noise_rate
+from shared.noise.open_set import OpenSetNoise, nearest_open_set, open_set_noise, round_half_up, select_hard
 from shared.noise.raters import (
     RaterPool, error_curve, oracle_rate_for_error, pool_error, rater_pool_for_error,
     rater_pools_for_errors, size_for_error, train_rater_pool,
@@ -58,6 +60,7 @@ __all__ = [
     "noise_rate", "empirical_transition", "anchor_transition",
     "RaterPool", "train_rater_pool", "rater_pool_for_error", "rater_pools_for_errors",
     "error_curve", "size_for_error", "pool_error", "oracle_rate_for_error",
+    "OpenSetNoise", "open_set_noise", "nearest_open_set", "select_hard", "round_half_up",
 ]
 
 from shared.noise.partial import aggregate_union, aggregate_vaguest, crowd_candidates, fps_candidates, uss_candidates  # noqa: E402

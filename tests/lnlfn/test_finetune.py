@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 
 from lnlfn import finetune as F
-from lnlfn.encoders import model_dir
 from lnlfn.finetune import FinetuneConfig, TokenItems, finetune_probs, finetune_sweep
 from lnlfn.scoring import SweepResult, fme, fml, loss_scores
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
+from shared.text.encoders import model_dir
+from shared.text.models import load_pretrained, model_fingerprint, resolve_model_dir
+from shared.text.tiny_models import write_tiny_model
 
 POS = ["good", "great", "nice", "fine", "happy", "lovely", "superb", "excellent"]
 NEG = ["bad", "awful", "poor", "sad", "terrible", "horrible", "ugly", "boring"]
@@ -231,21 +233,21 @@ def test_random_configs_respect_ranges():
 
 # ------------------------------------------------------------------------------------------ model folders
 def test_resolve_model_dir(tmp_path, tiny_model):
-    assert F.resolve_model_dir("all-minilm-l6-v2") == model_dir()
-    assert F.resolve_model_dir(tiny_model) == tiny_model
+    assert resolve_model_dir("all-minilm-l6-v2") == model_dir()
+    assert resolve_model_dir(tiny_model) == tiny_model
     stored = tmp_path / "models" / "org" / "tiny"
     stored.mkdir(parents=True)
     (stored / "config.json").write_text("{}")
-    assert F.resolve_model_dir("org/tiny", data_dir=tmp_path) == stored
+    assert resolve_model_dir("org/tiny", data_dir=tmp_path) == stored
     with pytest.raises(DataNotFoundError) as err:
-        F.resolve_model_dir("microsoft/deberta-v3-base", data_dir=tmp_path)
+        resolve_model_dir("microsoft/deberta-v3-base", data_dir=tmp_path)
     message = str(err.value)
     target = tmp_path / "models" / "microsoft" / "deberta-v3-base"
     assert str(target) in message
     assert f"huggingface-cli download microsoft/deberta-v3-base --local-dir {target}" in message
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataNotFoundError, match="exists, but has no config.json"):
-        F.resolve_model_dir(tmp_path / "empty")
+        resolve_model_dir(tmp_path / "empty")
     with pytest.raises(DataNotFoundError, match="huggingface-cli download"):
         finetune_probs("org/missing", (["a"], [0]), ["b"], FAST, num_labels=2, data_dir=tmp_path, cache=False)
 
@@ -261,7 +263,7 @@ def test_a_model_folder_cloned_without_git_lfs_says_git_lfs_pull(tmp_path, tiny_
     weights = next(p for p in sorted(clone.iterdir()) if p.suffix in (".safetensors", ".bin"))
     write_lfs_pointer(weights, weights.read_bytes())
     with pytest.raises(DataFormatError, match=rf"{weights.name} is a git-LFS pointer[\s\S]*git lfs pull"):
-        F.resolve_model_dir("org/cloned", data_dir=tmp_path)
+        resolve_model_dir("org/cloned", data_dir=tmp_path)
     with pytest.raises(DataFormatError, match="git-LFS pointer"):
         finetune_probs("org/cloned", (["a"], [0]), ["b"], FAST, num_labels=2, data_dir=tmp_path, cache=False)
 
@@ -271,12 +273,12 @@ def test_model_fingerprint_reads_contents(tmp_path):
     (tmp_path / "weights.bin").write_bytes(b"aaaa")
     (tmp_path / ".cache").mkdir()
     (tmp_path / ".cache" / "meta").write_text("download metadata")
-    before = F.model_fingerprint(tmp_path)
+    before = model_fingerprint(tmp_path)
     (tmp_path / ".cache" / "meta").write_text("other metadata")
-    assert F.model_fingerprint(tmp_path) == before
+    assert model_fingerprint(tmp_path) == before
     (tmp_path / "weights.bin").write_bytes(b"aaab")  # same size, new contents (a TAPT checkpoint)
     os.utime(tmp_path / "weights.bin", ns=(1, 1))  # a new file time even on coarse-grained file systems
-    assert F.model_fingerprint(tmp_path) != before
+    assert model_fingerprint(tmp_path) != before
 
 
 def test_experiments_model_sweep_fine_tunes_sequence_and_token_datasets(tiny_model, cache_dir):
@@ -306,14 +308,12 @@ def test_xlnet_pads_left_so_batching_does_not_change_predictions(tmp_path):
     it a pad token for every shorter text of a batch (sequence task) and shift the token task's positions."""
     import torch
 
-    from lnlfn.rehearsal import write_tiny_model
-
     path = write_tiny_model(tmp_path / "xlnet", "xlnet", ["the film was great", "a dull boring movie indeed"])
     texts = ["the film", "a dull boring movie indeed was the film"]
     items = TokenItems(["the", "film", "a", "dull", "boring", "movie"], [0, 0, 1, 1, 1, 1], [0, 1, 0, 1, 2, 3])
     for task, data in (("sequence", (texts, None)), ("token", items)):
         torch.manual_seed(0)
-        tokenizer, model = F._load(path, task, 2)
+        tokenizer, model = load_pretrained(path, task=task, num_labels=2)
         assert tokenizer.padding_side == "left"
         feats, anchors = F._encode(tokenizer, data, None, 32)
         pad = (tokenizer.pad_token_id, tokenizer.padding_side)

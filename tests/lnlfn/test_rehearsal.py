@@ -9,10 +9,11 @@ import pytest
 from lnlfn import mturk, rehearsal
 from lnlfn.benchmarks import make_benchmark
 from lnlfn.data import UNIVERSAL_TAGS, load_lnlfm_mturk, load_text_dataset
-from lnlfn.finetune import resolve_model_dir
 from shared.paths import REPO_ROOT
 from shared.preflight import preflight
 from shared.run import parse_args, plan_jobs
+from shared.text.models import resolve_model_dir
+from shared.text.tiny_models import architecture, write_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +101,7 @@ def test_tiny_models_load_offline_with_their_architecture(tmp_path):
     corpus = ["the film was great", "a dull , boring movie", "@user lol http://t.co/x"]
     for name, model_type in (("microsoft/deberta-v3-base", "deberta-v2"), ("roberta-base", "roberta"),
                              ("xlnet-base-cased", "xlnet"), ("bert-base-cased", "bert")):
-        rehearsal.write_tiny_model(tmp_path / "models" / name, rehearsal.architecture(name), corpus)
+        write_tiny_model(tmp_path / "models" / name, architecture(name), corpus)
         path = resolve_model_dir(name, data_dir=tmp_path)
         assert json.loads((path / "config.json").read_text())["model_type"] == model_type
         tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)

