@@ -1,4 +1,5 @@
-"""NoisywikiHow's figures drawn from our runs: Figs. 1, 2, 3, 4, 5 and 7 (Fig. 6 is literature; see 05).
+"""NoisywikiHow's figures drawn from our runs: Figs. 1, 2, 3, 4, 5 and 7, and Table 4 as curves (Fig. 6 is
+literature; see 05).
 
 Each function returns the matplotlib Figure (closed, so a notebook shows it once, as the cell's value) and, given
 a ``shared.report.NotebookReport``, saves it as PNG + SVG. Paper values, where the paper gives them, are drawn in
@@ -38,23 +39,38 @@ def figure1(bench, report=None):
     return _done(fig, report, "figure1")
 
 
-def figure2(scores: pd.DataFrame, paper: pd.DataFrame, kind: str, report=None, selection: str = "peak"):
-    """Fig. 2(a) (real noise) or 2(b) (synthetic): Top-1 test accuracy against the noise level, one line per method;
-    ours (left) and the paper's (right, Table 8 or 10)."""
-    means = mean_scores(scores, ["method", "level"])
+def noise_curves(scores: pd.DataFrame, paper: pd.DataFrame, row: str, paper_row: str, paper_title: str,
+                 selection: str = "peak"):
+    """Top-1 test accuracy against the noise level, one line per ``row`` value: ours (left) beside the paper's
+    (right; its ``paper_row`` lines)."""
+    means = mean_scores(scores, [row, "level"])
     means = means[means["selection"] == selection]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), constrained_layout=True)
     paper = paper[paper["metric"] == "top1"].assign(level=lambda d: d["level"].astype(float),
                                                       value=lambda d: d["value"].astype(float))
-    for method in dict.fromkeys(means["method"]):
-        ours = means[means["method"] == method]
-        axes[0].plot(100 * ours["level"], ours["top1"], marker="o", label=METHODS.get(method, method))
-        theirs = paper[paper["method"] == method]
-        axes[1].plot(100 * theirs["level"], theirs["value"], marker="o", label=METHODS.get(method, method))
+    for key in dict.fromkeys(means[row]):
+        ours = means[means[row] == key]
+        axes[0].plot(100 * ours["level"], ours["top1"], marker="o", label=METHODS.get(key, key))
+    for key in dict.fromkeys(paper[paper_row]):
+        theirs = paper[paper[paper_row] == key]
+        axes[1].plot(100 * theirs["level"], theirs["value"], marker="o", label=METHODS.get(key, key))
     axes[0].set(title=f"ours ({selection} Top-1)", xlabel="noise level (%)", ylabel="test accuracy (%)")
-    axes[1].set(title="paper (Table 8)" if kind == "real" else "paper (Table 10)", xlabel="noise level (%)")
-    axes[1].legend(fontsize="small")
+    axes[1].set(title=paper_title, xlabel="noise level (%)")
+    for ax in axes:
+        ax.legend(fontsize="small")
+    return fig
+
+
+def figure2(scores: pd.DataFrame, paper: pd.DataFrame, kind: str, report=None, selection: str = "peak"):
+    """Fig. 2(a) (real noise) or 2(b) (synthetic): Top-1 against the noise level per method, beside Table 8 or 10."""
+    fig = noise_curves(scores, paper, "method", "method", "paper (Table 8)" if kind == "real" else "paper (Table 10)",
+                       selection)
     return _done(fig, report, "figure2a" if kind == "real" else "figure2b")
+
+
+def table4_figure(scores: pd.DataFrame, paper: pd.DataFrame, report=None, selection: str = "peak"):
+    """Table 4 drawn: Top-1 against the noise level per architecture (ours) and per language model (the paper)."""
+    return _done(noise_curves(scores, paper, "architecture", "model", "paper (Table 4)", selection), report, "table4")
 
 
 def figure3(losses: dict, report=None):
@@ -110,8 +126,8 @@ def figure7(ours: pd.DataFrame, report=None, paper: pd.DataFrame | None = None):
         ax.axhline(0, color=PAPER_COLOR, lw=0.8)
         ax.set_xticks(x + 0.4 - width / 2, table.columns)
         ax.set(title=title, xlabel="noise level", ylabel="Top-1 gain over base (points)")
-    axes[0][-1].legend(fontsize="small")
+    axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _done(fig, report, "figure7")
 
 
-__all__ = ["figure1", "figure2", "figure3", "figure4", "figure5", "figure7"]
+__all__ = ["figure1", "noise_curves", "figure2", "table4_figure", "figure3", "figure4", "figure5", "figure7"]

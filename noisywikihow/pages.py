@@ -140,6 +140,10 @@ class Architectures(Page):
         """How much the paper's peak adds over the epoch chosen on validation data (Top-1 points)."""
         return tables.selection_gap(self.scores, ["architecture", "level"])
 
+    def figure(self):
+        """Table 4 as curves: ours per architecture beside the paper's seven models."""
+        return figures.table4_figure(self.scores, reported(PAPER, "table4"), self.report)
+
     def compare_with_paper(self) -> pd.DataFrame:
         """Each fine-tuned language model beside the paper's; with frozen encoders only, the first architecture
         stands in for the paper's BART (the base model) and the six others are not run."""

@@ -136,3 +136,16 @@ def test_table4_claims_need_the_language_models():
     verdicts = {c["claim"]: c["holds"] for c in C.architecture_claims(plms)}
     assert verdicts["RoBERTa and XLNet beat ALBERT at every noise level (Table 4)"] is True
     assert verdicts["BART is the most accurate model at 0-40 % noise (Table 4)"] is True
+
+
+def test_figures_draw_ours_beside_the_papers(tmp_path):
+    from noisywikihow import figures
+    from shared.report import NotebookReport, reported
+
+    report = NotebookReport("noisywikihow", "03_lnl_realworld", tmp_path / "out")
+    frame = score_frame({(m, t): 60 - 10 * t for m in ("base", "seal") for t in (0.0, 0.4)})
+    fig = figures.figure2(frame, reported("noisywikihow", "table8"), "real", report)
+    assert [len(ax.lines) for ax in fig.axes] == [2, 7]  # ours: 2 methods; the paper: 7
+    arch = frame.rename(columns={"method": "architecture"})
+    assert len(figures.table4_figure(arch, reported("noisywikihow", "table4"), report).axes[1].lines) == 7
+    assert {p.name for p in (tmp_path / "out").iterdir()} >= {"figure2a.png", "figure2a.svg", "table4.png"}
