@@ -13,16 +13,9 @@ import pandas as pd
 
 from noisywikihow.hparams import METHODS
 from noisywikihow.tables import mean_scores
-from shared.plotting import PAPER_COLOR
+from shared.plotting import PAPER_COLOR, finish_figure
 
 SOURCE_COLORS = {"SC": "#0173b2", "BCC": "#de8f05", "TC": "#029e73"}
-
-
-def _done(fig, report, name: str):
-    if report is not None:
-        report.figure(fig, name)
-    plt.close(fig)
-    return fig
 
 
 def figure1(bench, report=None):
@@ -36,7 +29,7 @@ def figure1(bench, report=None):
         ax.bar([0], [0], color=c, label=s)
     ax.set(xlabel="category (sorted by size)", ylabel="training events", title=f"{bench.name}: events per category")
     ax.legend(title="noise source")
-    return _done(fig, report, "figure1")
+    return finish_figure(fig, report, "figure1")
 
 
 def noise_curves(scores: pd.DataFrame, paper: pd.DataFrame, row: str, paper_row: str, paper_title: str,
@@ -65,12 +58,12 @@ def figure2(scores: pd.DataFrame, paper: pd.DataFrame, kind: str, report=None, s
     """Fig. 2(a) (real noise) or 2(b) (synthetic): Top-1 against the noise level per method, beside Table 8 or 10."""
     fig = noise_curves(scores, paper, "method", "method", "paper (Table 8)" if kind == "real" else "paper (Table 10)",
                        selection)
-    return _done(fig, report, "figure2a" if kind == "real" else "figure2b")
+    return finish_figure(fig, report, "figure2a" if kind == "real" else "figure2b")
 
 
 def table4_figure(scores: pd.DataFrame, paper: pd.DataFrame, report=None, selection: str = "peak"):
     """Table 4 drawn: Top-1 against the noise level per architecture (ours) and per language model (the paper)."""
-    return _done(noise_curves(scores, paper, "architecture", "model", "paper (Table 4)", selection), report, "table4")
+    return finish_figure(noise_curves(scores, paper, "architecture", "model", "paper (Table 4)", selection), report, "table4")
 
 
 def figure3(losses: dict, report=None):
@@ -83,7 +76,7 @@ def figure3(losses: dict, report=None):
         ax.hist(loss[noisy], bins=bins, alpha=0.6, density=True, label="incorrect", color="#d55e00")
         ax.set(title=title, xlabel="training loss", ylabel="density")
         ax.legend()
-    return _done(fig, report, "figure3")
+    return finish_figure(fig, report, "figure3")
 
 
 def figure4(curves: pd.DataFrame, report=None):
@@ -95,7 +88,7 @@ def figure4(curves: pd.DataFrame, report=None):
             ax.plot(curve["epoch"] + 1, 100 * curve["test_acc"], label=f"{level:.0%}")
         ax.set(title=f"{kind} noise", xlabel="epoch", ylabel="test accuracy (%)")
         ax.legend(title="noise", fontsize="small")
-    return _done(fig, report, "figure4")
+    return finish_figure(fig, report, "figure4")
 
 
 def figure5(scores: pd.DataFrame, report=None, selection: str = "peak"):
@@ -109,7 +102,7 @@ def figure5(scores: pd.DataFrame, report=None, selection: str = "peak"):
     wide.rename(index=METHODS).plot.bar(ax=ax, color=[SOURCE_COLORS[c] for c in wide.columns], rot=0)
     ax.set(ylabel="test accuracy (%)", xlabel="", title="10 % noise from a single source",
            ylim=(max(0, wide.min().min() - 5), wide.max().max() + 2))
-    return _done(fig, report, "figure5")
+    return finish_figure(fig, report, "figure5")
 
 
 def figure7(ours: pd.DataFrame, report=None, paper: pd.DataFrame | None = None):
@@ -127,7 +120,7 @@ def figure7(ours: pd.DataFrame, report=None, paper: pd.DataFrame | None = None):
         ax.set_xticks(x + 0.4 - width / 2, table.columns)
         ax.set(title=title, xlabel="noise level", ylabel="Top-1 gain over base (points)")
     axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _done(fig, report, "figure7")
+    return finish_figure(fig, report, "figure7")
 
 
 __all__ = ["figure1", "noise_curves", "figure2", "table4_figure", "figure3", "figure4", "figure5", "figure7"]

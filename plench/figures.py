@@ -15,15 +15,9 @@ import pandas as pd
 
 from plench.algorithms import ALGORITHMS, GROUPS, TABLE6_ORDER, display_name
 from plench.selection import CRITERIA
+from shared.plotting import finish_figure
 
 GROUP_COLORS = dict(zip(GROUPS, ["#4c72b0", "#55a868", "#c44e52", "#8172b2"]))
-
-
-def _done(fig, report, name: str):
-    if report is not None:
-        report.figure(fig, name)
-    plt.close(fig)
-    return fig
 
 
 def figure2(stats, report=None):
@@ -48,7 +42,7 @@ def figure2(stats, report=None):
         ax.set(title=f"({letter}) {name}: p(j in S | y = i)", xlabel="j", ylabel="i", xticks=ticks, yticks=ticks)
     if stats.matrices:
         fig.colorbar(image, ax=axes[2:], shrink=0.8)
-    return _done(fig, report, "fig2_statistics")
+    return finish_figure(fig, report, "fig2_statistics")
 
 
 def figure3(scores: pd.DataFrame, datasets: Sequence[str], report=None):
@@ -73,7 +67,7 @@ def figure3(scores: pd.DataFrame, datasets: Sequence[str], report=None):
                 ax.set_ylabel(f"{CRITERIA[criterion].label}\ntest accuracy (%)", fontsize="small")
             if i == 0:
                 ax.set_title(name)
-    return _done(fig, report, "fig3_boxplots")
+    return finish_figure(fig, report, "fig3_boxplots")
 
 
 def figure4(costs: pd.DataFrame, title: str, report=None):
@@ -100,7 +94,7 @@ def figure4(costs: pd.DataFrame, title: str, report=None):
                        loc="upper right", fontsize="small")
     fig.suptitle(title + ("" if on_gpu else "\n(CPU: the process's peak memory is not comparable per algorithm, "
                                             "not shown)"))
-    return _done(fig, report, "fig4_costs")
+    return finish_figure(fig, report, "fig4_costs")
 
 
 def figure1ab(arms: pd.DataFrame, datasets: Sequence[str], alone: Mapping[str, float] | None = None, report=None):
@@ -125,4 +119,4 @@ def figure1ab(arms: pd.DataFrame, datasets: Sequence[str], alone: Mapping[str, f
     axes[0, 0].set_ylim(0, 100)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, title="validation data used for", loc="outside right center", fontsize="small")
-    return _done(fig, report, "fig1ab")
+    return finish_figure(fig, report, "fig1ab")

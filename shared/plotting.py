@@ -28,3 +28,14 @@ def save_figure(fig, path_stem: str | Path) -> list[Path]:
     for path in paths:
         fig.savefig(path)
     return paths
+
+
+def finish_figure(fig, report=None, name: str = ""):
+    """Save ``fig`` through a ``shared.report.NotebookReport`` (PNG + SVG as ``name``) when one is given, close it
+    (so a notebook shows it once, as the cell's value) and return it."""
+    import matplotlib.pyplot as plt
+
+    if report is not None:
+        report.figure(fig, name)
+    plt.close(fig)
+    return fig

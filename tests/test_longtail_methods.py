@@ -5,7 +5,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from shared.errors import ConfigError
 from shared.methods import ERM, TrainSetup
