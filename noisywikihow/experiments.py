@@ -59,6 +59,7 @@ class Training:
     loss_epoch: int = 4  # per-sample training losses are stored after this epoch (1-based; Fig. 3)
     ldam_drw: bool = False  # LDAM with deferred re-weighting
     bf16: bool = False  # a language model's forward passes under bfloat16 autocast on a GPU
+    t5_generative: bool = False  # T5 writes the category's name, scored on 5 beams (the paper); False: a classifier head
     bilstm_epochs: int = 8  # the BiLSTM's epochs in place of ``epochs`` (it converges sooner; 4 s a run on a CPU)
     device: str = "auto"  # resolved where the run trains (a Slurm job's node), not where it is submitted
 
@@ -76,6 +77,7 @@ class Training:
         drop |= set() if spec.method == "seal" else {"seal_rounds", "seal_epochs"}
         drop |= set() if spec.method == "ldam" else {"ldam_drw"}
         drop |= set() if spec.model == "plm" else {"bf16"}
+        drop |= set() if _is_t5(spec) else {"t5_generative"}
         drop |= set() if spec.model == "mlp" else {"hidden"}
         drop |= set() if spec.model == "bilstm" else {"bilstm_epochs"}
         return {k: v for k, v in asdict(self).items() if k not in drop}
@@ -99,6 +101,10 @@ class RunSpec:
     encoder: str = "minilm"
     model: str = "mlp"
 
+    def generative(self, training: Training) -> bool:
+        """Whether this run's network writes its labels: T5 fine-tuned with ``Training.t5_generative``."""
+        return training.t5_generative and _is_t5(self)
+
     @property
     def kind(self) -> str:
         return "clean" if self.train_set == "clean" else ("symmetric" if self.train_set.startswith("sym") else "real")
@@ -106,6 +112,12 @@ class RunSpec:
     @property
     def level(self) -> float:
         return 0.0 if self.train_set == "clean" else float(self.train_set.split("_")[1])
+
+
+def _is_t5(spec: RunSpec) -> bool:
+    from noisywikihow.plm import PLMS
+
+    return spec.model == "plm" and spec.encoder in PLMS and PLMS[spec.encoder].architecture == "t5"
 
 
 @dataclass(frozen=True)
@@ -142,9 +154,13 @@ class FeatureData:
     val: tuple
     test: tuple
     test_source: np.ndarray  # (n_test,) source of each test event's class
-    num_classes: int
-    fingerprint: str  # of the arrays and, for a language model, of its files
+    class_names: tuple  # (K,) the categories' names, index = label (what a generative T5 learns to write)
+    fingerprint: str  # of the arrays, the class names and, for a language model, of its files
     model_path: str | None = None
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
 
     def arrays(self) -> dict:
         """Every array, by name (what ``run_grid`` stores for its jobs)."""
@@ -174,14 +190,20 @@ def feature_data(bench: Benchmark, features, model_path: str | None = None) -> F
     digest = hashlib.sha256()
     for X, y in [*train.values(), val, test]:
         digest.update(np.ascontiguousarray(X).tobytes() + np.ascontiguousarray(y).tobytes())
+    digest.update("\n".join(bench.classes).encode())
     if model_path is not None:
         digest.update(model_fingerprint(model_path).encode())
     return FeatureData(bench.name, features.encoder, train, val, test, bench.source[bench.test.labels],
-                       bench.num_classes, digest.hexdigest()[:16], model_path)
+                       tuple(str(c) for c in bench.classes), digest.hexdigest()[:16], model_path)
 
 
-def _make_model(model: str, dim: int, num_classes: int, hidden: tuple[int, ...], model_path: str | None = None,
-                bf16: bool = False):
+def _make_model(model: str, dim: int, class_names: tuple, hidden: tuple[int, ...], model_path: str | None = None,
+                bf16: bool = False, generative: bool = False):
+    num_classes = len(class_names)
+    if generative:
+        from noisywikihow.plm import load_generator
+
+        return load_generator(model_path, class_names, bf16=bf16)[0]
     if model == "bilstm":
         from noisywikihow.bilstm import BiLSTMClassifier, word_embeddings
 
@@ -213,9 +235,12 @@ def train_run(data: FeatureData, spec: RunSpec, training: Training) -> dict:
                           f"{'token ids' if tokens else 'features'}: {MODELS[spec.model]}")
     if spec.model == "bilstm":
         training = replace(training, epochs=training.bilstm_epochs)
+    if spec.generative(training) and spec.method != "base":
+        raise ConfigError(f"T5 writing its labels (t5_generative: true) trains with the base method only, as the official "
+                          f"code; set t5_generative: false to fine-tune T5 with a classification head for {spec.method!r}")
     name, kwargs, epochs = hparams.method_config(spec.method, spec.kind, spec.level, training)
-    make = partial(_make_model, spec.model, X.shape[1], data.num_classes, tuple(training.hidden), data.model_path,
-                   training.bf16)
+    make = partial(_make_model, spec.model, X.shape[1], data.class_names, tuple(training.hidden), data.model_path,
+                   training.bf16, spec.generative(training))
     method = make_method(name, make, data.num_classes, training.setup(spec.seed, epochs, hparams.grad_clip(spec.method), hparams.eval_net(spec.method)),
                          **kwargs)
     tensor = _tensor

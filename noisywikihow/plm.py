@@ -31,10 +31,11 @@ under left padding); BART's and T5's decoders read their inputs causally, so the
 * XLNet pads on the left (its head reads the last position, the ``<cls>`` token) and gets the segment ids
   its tokenizer returned in transformers 4.x (the official code's version; 5.x returns none): 2 for
   ``<cls>``, 0 for the text (and for the masked padding, where the tokenizer has 3).
-* T5 deviates from the paper: the paper trains ``T5ForConditionalGeneration`` to generate the category name
-  and scores the 5 beams of a beam search by exact string match. Here T5 is ``T5ForSequenceClassification``
-  (encoder-decoder with a classification head on the decoder state at the ``</s>``, like BART), so that it
-  trains and predicts like the other six.
+* T5 is, as in the paper, a ``LabelGenerator`` (``load_generator``): ``T5ForConditionalGeneration`` trained to
+  write the lower-cased category name and scored on the 5 beams of a beam search by exact string match (the
+  official ``train_t5`` and ``validate_t5``). Only the base method trains it (the official code has no other
+  T5 training). ``load_classifier("T5")`` gives ``T5ForSequenceClassification`` instead (a classification head
+  on the decoder state at the ``</s>``, like BART), which trains with every method.
 * The key/value caches (GPT-2, BART, T5) and XLNet's memories serve generation only and are switched off.
 
 bf16: ``load_classifier(..., bf16=True)`` runs the forward passes under bfloat16 autocast on a GPU (weights and
@@ -50,6 +51,7 @@ from torch import nn
 
 from shared.device import select_device
 from shared.errors import ConfigError
+from shared.methods.base import GenerativeNetwork
 from shared.text.models import load_pretrained, resolve_model_dir
 
 if TYPE_CHECKING:
@@ -76,6 +78,12 @@ _CLASSIFIER = {"bert": "classifier", "albert": "classifier", "roberta": "classif
                "xlnet": "logits_proj", "gpt2": "score", "bart": "classification_head.out_proj",
                "t5": "classification_head.out_proj"}
 _XLNET_CLS_SEGMENT = 2
+IGNORE = -100  # a target token the loss skips (transformers' convention)
+#: the official T5 evaluation (``validate_t5``): beam search, 5 beams returned, at most 15 decoder tokens (the start
+#: token included), length penalty 1.0 and no early stopping (the transformers 4.12 defaults the paper ran with)
+GENERATION = {"num_beams": 5, "num_return_sequences": 5, "max_length": 15, "length_penalty": 1.0,
+              "early_stopping": False, "do_sample": False}
+LABEL_MAX_LENGTH = 15  # the official targets: the category's name tokenized with max_length 15
 
 
 def encode_texts(tokenizer: PreTrainedTokenizerBase, texts, max_length: int = MAX_LENGTH) -> torch.Tensor:
@@ -112,7 +120,26 @@ def encode_texts(tokenizer: PreTrainedTokenizerBase, texts, max_length: int = MA
     return ids
 
 
-class TextClassifier(nn.Module):
+class _TokenInput:
+    """What both wrappers do with token ids: the attention mask, dynamic padding and bf16 autocast. Needs the
+    attributes ``pad_id``, ``padding_side``, ``dynamic_padding`` and ``bf16``."""
+
+    def _autocast(self, ids: torch.Tensor):
+        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.bf16 and ids.is_cuda)
+
+    def _trim(self, ids: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+        """``ids`` (b, L) without the columns that are padding in every row of ``like`` (default ``ids``)."""
+        if not self.dynamic_padding:
+            return ids
+        width = int((like if like is not None else ids).ne(self.pad_id).sum(1).max())
+        return ids[:, :width] if self.padding_side == "right" else ids[:, ids.shape[1] - width:]
+
+    def _mask(self, ids: torch.Tensor) -> torch.Tensor:
+        """The attention mask (b, L) int64: 1 for real tokens, 0 for padding (as tokenizers return it)."""
+        return ids.ne(self.pad_id).long()
+
+
+class TextClassifier(_TokenInput, nn.Module):
     """A ``*ForSequenceClassification`` model that reads a LongTensor of token ids (``encode_texts``).
 
     Args:
@@ -138,24 +165,10 @@ class TextClassifier(nn.Module):
         self.pad_id, self.padding_side, self.dynamic_padding = int(pad_id), padding_side, dynamic_padding
         self.bf16 = bf16
 
-    def _autocast(self, ids: torch.Tensor):
-        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.bf16 and ids.is_cuda)
-
     @property
     def classifier(self) -> nn.Linear:
         """The head's final linear layer: ``forward(ids) == classifier(features(ids))``."""
         return self.model.get_submodule(_CLASSIFIER[self.arch])
-
-    def _trim(self, ids: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
-        """``ids`` (b, L) without the columns that are padding in every row of ``like`` (default ``ids``)."""
-        if not self.dynamic_padding:
-            return ids
-        width = int((like if like is not None else ids).ne(self.pad_id).sum(1).max())
-        return ids[:, :width] if self.padding_side == "right" else ids[:, ids.shape[1] - width:]
-
-    def _mask(self, ids: torch.Tensor) -> torch.Tensor:
-        """The attention mask (b, L) int64: 1 for real tokens, 0 for padding (as tokenizers return it)."""
-        return ids.ne(self.pad_id).long()
 
     def _extras(self, ids: torch.Tensor) -> dict:
         """Inputs besides the ids and the mask: XLNet's segment ids (the last column is every row's <cls>)."""
@@ -230,6 +243,80 @@ class TextClassifier(nn.Module):
         return shifted
 
 
+class LabelGenerator(_TokenInput, GenerativeNetwork):
+    """T5 writing the category's name, trained and scored as the paper's T5 (official ``train_t5``, ``validate_t5``).
+
+    Args:
+        model: a ``T5ForConditionalGeneration`` (``load_generator``).
+        tokenizer: its tokenizer (pads on the right).
+        class_names: (K,) the categories' names, index = label; they are lower-cased, as the official code does.
+        dynamic_padding, bf16: see ``TextClassifier``.
+
+    **Training** (``loss``): the target of a text with label y is the name of category y, lower-cased and tokenized
+    to at most ``LABEL_MAX_LENGTH`` tokens with its ``</s>``; T5's cross-entropy averaged over the batch's target
+    tokens (padding ignored), as ``model(**inputs, labels=...).loss``. ``reduction="none"`` gives each row's mean over
+    its own tokens. **Evaluation** (``ranked``): a beam search with ``GENERATION``; each returned beam is decoded
+    (special tokens skipped, tokenization spaces cleaned up) and matched exactly against the names decoded the same
+    way. A beam naming no category counts as a wrong guess (-1), so Top-1 is "the first beam is the label's name"
+    and Top-5 "one of the 5 beams is", the official ``compute_top5``.
+    """
+
+    def __init__(self, model: nn.Module, tokenizer: PreTrainedTokenizerBase, class_names, *,
+                 dynamic_padding: bool = True, bf16: bool = False):
+        super().__init__()
+        if model.config.model_type != "t5":
+            raise ConfigError(f"LabelGenerator writes labels with T5, as the paper; got a {model.config.model_type!r} model")
+        if tokenizer.padding_side != "right":
+            raise ConfigError("LabelGenerator needs a tokenizer that pads on the right (T5's)")
+        names = [str(name).lower() for name in class_names]
+        targets = tokenizer(names, padding="max_length", max_length=LABEL_MAX_LENGTH, truncation=True,
+                            return_tensors="pt")["input_ids"]
+        self.label_texts = tokenizer.batch_decode(targets, skip_special_tokens=True, clean_up_tokenization_spaces=True)
+        self._label_of = {}
+        for label, text in enumerate(self.label_texts):
+            if self._label_of.setdefault(text, label) != label:
+                raise ConfigError(f"categories {self._label_of[text]} and {label} are both written {text!r} (lower-cased, "
+                                  f"at most {LABEL_MAX_LENGTH} tokens): exact matching cannot tell them apart")
+        targets[targets == tokenizer.pad_token_id] = IGNORE
+        self.register_buffer("targets", targets, persistent=False)  # (K, 15)
+        self.model, self.tokenizer, self.arch = model, tokenizer, "t5"
+        self.pad_id, self.padding_side, self.dynamic_padding, self.bf16 = tokenizer.pad_token_id, "right", dynamic_padding, bf16
+
+    def loss(self, ids: torch.Tensor, y: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+        """T5's loss of writing the names of categories ``y`` (b,) for token ids ``ids`` (b, L): a scalar ("mean"
+        over the batch's target tokens) or (b,) ("none": each row's mean over its target tokens)."""
+        if reduction not in ("mean", "none"):
+            raise ConfigError(f"reduction must be 'mean' or 'none', got {reduction!r}")
+        ids = self._trim(ids)
+        labels = self.targets[y.to(self.targets.device)]
+        labels = labels[:, : int(labels.ne(IGNORE).sum(1).max())].contiguous()  # causal decoder: ignored tails can go
+        with self._autocast(ids):
+            out = self.model(input_ids=ids, attention_mask=self._mask(ids), labels=labels, use_cache=False)
+        if reduction == "mean":
+            return out.loss.float()
+        tokens = nn.functional.cross_entropy(out.logits.float().transpose(1, 2), labels, ignore_index=IGNORE,
+                                             reduction="none")
+        return tokens.sum(1) / labels.ne(IGNORE).sum(1)
+
+    def ranked(self, ids: torch.Tensor, k: int) -> torch.Tensor:
+        """(b, k) int64: the categories the beams of ``ids`` (b, L) name, best beam first; -1 for a beam that names
+        none (or one a better beam named already) and beyond the 5 beams."""
+        ids = self._trim(ids)
+        with self._autocast(ids):
+            beams = self.model.generate(input_ids=ids, attention_mask=self._mask(ids), **GENERATION)
+        texts = self.tokenizer.batch_decode(beams, skip_special_tokens=True, clean_up_tokenization_spaces=True)
+        width = GENERATION["num_return_sequences"]
+        guesses = torch.full((len(ids), max(k, width)), -1, dtype=torch.long)
+        for row in range(len(ids)):
+            named = set()
+            for rank, text in enumerate(texts[row * width : (row + 1) * width]):
+                label = self._label_of.get(text, -1)
+                if label >= 0 and label not in named:
+                    guesses[row, rank] = label
+                    named.add(label)
+        return guesses[:, :k]
+
+
 def model_folder(name: str | os.PathLike, data_dir: str | os.PathLike | None = None):
     """The local folder of a PLM (``PLMS`` name, Hugging Face id or folder); a clear error when it is absent."""
     return resolve_model_dir(PLMS[name].hf_id if name in PLMS else name, data_dir)
@@ -280,5 +367,21 @@ def load_classifier(name: str | os.PathLike, num_labels: int = NUM_LABELS, data_
     return net.to(select_device(device)), tokenizer
 
 
-__all__ = ["PLM", "PLMS", "ARCHITECTURES", "MAX_LENGTH", "NUM_LABELS", "encode_texts", "TextClassifier",
-           "load_tokenizer", "load_classifier", "model_folder"]
+def load_generator(name: str | os.PathLike, class_names, data_dir: str | os.PathLike | None = None, device="cpu",
+                   dynamic_padding: bool = True, bf16: bool = False) -> tuple[LabelGenerator, PreTrainedTokenizerBase]:
+    """(LabelGenerator, tokenizer) of T5 ("T5", "t5-base" or a folder), loaded offline with its language-model head.
+
+    ``class_names`` (K,) are the categories it learns to write; the other arguments as ``load_classifier``. A model
+    that is not T5 is a ConfigError.
+    """
+    tokenizer, model = load_pretrained(model_folder(name, data_dir), task="seq2seq")
+    if model.config.model_type != "t5":
+        hf_id = PLMS[name].hf_id if name in PLMS else str(name)
+        raise ConfigError(f"{hf_id} is a {model.config.model_type!r} model; the paper generates labels with T5 only "
+                          f"({PLMS['T5'].hf_id})")
+    net = LabelGenerator(model, tokenizer, class_names, dynamic_padding=dynamic_padding, bf16=bf16)
+    return net.to(select_device(device)), tokenizer
+
+
+__all__ = ["PLM", "PLMS", "ARCHITECTURES", "MAX_LENGTH", "NUM_LABELS", "GENERATION", "encode_texts", "TextClassifier",
+           "LabelGenerator", "load_tokenizer", "load_classifier", "load_generator", "model_folder"]

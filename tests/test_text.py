@@ -73,5 +73,16 @@ def test_tiny_models_load_offline_as_sequence_classifiers(arch, tmp_path):
 
 
 def test_load_pretrained_names_its_tasks(tmp_path):
-    with pytest.raises(ConfigError, match="valid tasks: sequence, token"):
+    with pytest.raises(ConfigError, match="valid tasks: seq2seq, sequence, token"):
         load_pretrained(tmp_path, task="generation", num_labels=2)
+    with pytest.raises(ConfigError, match="'sequence' needs the num_labels"):
+        load_pretrained(tmp_path, task="sequence")
+    with pytest.raises(ConfigError, match="'seq2seq' takes no num_labels"):
+        load_pretrained(tmp_path, task="seq2seq", num_labels=2)
+
+
+def test_seq2seq_keeps_the_checkpoints_language_model_head(tmp_path):
+    folder = write_tiny_model(tmp_path / "t5", "t5", TRAIN)
+    _, model = load_pretrained(folder, task="seq2seq")
+    assert type(model).__name__ == "T5ForConditionalGeneration"
+    assert model.lm_head.weight.data_ptr() == model.shared.weight.data_ptr()  # tied, as t5-base: nothing new

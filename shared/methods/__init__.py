@@ -14,11 +14,12 @@ Registered methods: ``erm`` (cross-entropy), ``coteaching`` (Han et al., 2018), 
 regularization, Zhou et al., 2021), ``cnlcu`` (Xia et al., 2022) and ``seal`` (Chen et al., 2021), the last five
 as the official NoisywikiHow code runs them; for long-tailed data ``ldam`` (Cao et al., 2019, optionally with
 DRW), ``bbn`` (Zhou et al., 2020) and the decoupled classifiers ``ncm``, ``crt`` and ``lws`` (Kang et al., 2020).
+``erm`` also trains a ``GenerativeNetwork``, one that writes its labels (NoisywikiHow's T5).
 """
 from __future__ import annotations
 
 from shared.errors import unknown_choice
-from shared.methods.base import SELECTION_RULES, FitResult, Method, TrainSetup
+from shared.methods.base import SELECTION_RULES, FitResult, GenerativeNetwork, Method, TrainSetup
 from shared.methods.cnlcu import CNLCU
 from shared.methods.coteaching import CoTeaching
 from shared.methods.data_parameters import DataParameters
@@ -42,6 +43,6 @@ def make_method(name: str, make_model, num_classes: int, setup: TrainSetup, **hp
     return METHODS[name](make_model, num_classes, setup, **hparams)
 
 
-__all__ = ["METHODS", "SELECTION_RULES", "FitResult", "Method", "TrainSetup", "make_method", "ERM", "CoTeaching",
+__all__ = ["METHODS", "SELECTION_RULES", "FitResult", "GenerativeNetwork", "Method", "TrainSetup", "make_method", "ERM", "CoTeaching",
            "DivideMix", "Mixup", "DataParameters", "SparseRegularization", "CNLCU", "SEAL", "LDAM", "BBN", "NCM", "CRT",
            "LWS"]

@@ -12,6 +12,10 @@ model-selection rules can be compared afterwards:
 
 Two-network methods report the mean accuracy of their networks (CILN's convention) or, with
 ``TrainSetup(eval_net=0)``, network 1's only (the official NoisywikiHow code, ``tm_main.py``).
+
+A ``GenerativeNetwork`` (e.g. T5 writing the category's name, as NoisywikiHow's paper trains it) has no logits: it
+brings its own training loss and ranks the classes itself; methods that set ``supports_generative`` (``erm``)
+train it, the others refuse it.
 """
 from __future__ import annotations
 
@@ -31,6 +35,32 @@ from shared.training import amp_scaler, make_optimizer, predict_logits
 
 SELECTION_RULES = ("best_test", "last", "val", "stable")
 STABLE_EPOCHS = 5  # the last epochs the 'stable' rule averages
+GENERATIVE_BATCH = 100  # rows per call of a generative network's evaluation (the official T5 evaluation batch)
+
+
+class GenerativeNetwork(torch.nn.Module):
+    """A network that writes its label (a sequence) instead of scoring the K classes.
+
+    Subclasses implement:
+
+    * ``loss(x, y, reduction="mean")``: the training loss of inputs ``x`` (b, ...) with labels ``y`` (b,) int64 in
+      [0, K): a scalar ("mean", the one the network is trained on) or the (b,) loss of each row ("none");
+    * ``ranked(x, k)``: (b, k) int64, each row's k best guesses as class indices, best first, -1 where a guess
+      is no class (a generated text that names no category, or one already named by a better guess).
+
+    Top-k accuracy is then whether the label is among the first k guesses. Calling the network is an error:
+    there are no logits to train on with cross-entropy.
+    """
+
+    def loss(self, x: torch.Tensor, y: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+        raise NotImplementedError
+
+    def ranked(self, x: torch.Tensor, k: int) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise ConfigError(f"{type(self).__name__} writes its labels and has no logits; train it with a method that "
+                          "supports generative networks (erm) and evaluate it with Method.evaluate")
 
 
 @dataclass
@@ -86,6 +116,7 @@ class Method:
 
     name = "method"
     n_networks = 1
+    supports_generative = False  # whether it trains a GenerativeNetwork (through its loss, not logits)
 
     def __init__(self, make_model: Callable[[], torch.nn.Module], num_classes: int, setup: TrainSetup):
         self.make_model, self.num_classes, self.setup = make_model, num_classes, setup
@@ -106,6 +137,9 @@ class Method:
         if len(self.y) != len(X):
             raise ConfigError(f"{len(X)} inputs but {len(self.y)} labels")
         self.nets = [self.make_model().to(self.device) for _ in range(self.n_networks)]
+        if self.generative and not self.supports_generative:
+            raise ConfigError(f"{type(self.nets[0]).__name__} generates its labels (a GenerativeNetwork) and the "
+                              f"{self.name!r} method needs a network's logits; train it with 'erm'")
         pairs = [self.new_optimizer(net, self.setup.epochs) for net in self.nets]
         self.optimizers, self.schedulers = [o for o, _ in pairs], [s for _, s in pairs]
         self.scaler = amp_scaler(self.device)
@@ -153,10 +187,26 @@ class Method:
         return total / max(count, 1)
 
     # -- evaluation ----------------------------------------------------------------------------------------
+    @property
+    def generative(self) -> bool:
+        """Whether the networks write their labels (``GenerativeNetwork``) instead of returning logits."""
+        return isinstance(self.nets[0], GenerativeNetwork)
+
     def logits(self, X: torch.Tensor, net: int | None = None) -> torch.Tensor:
         """Logits of one network, or the sum over networks (``net=None``)."""
         nets = self.nets if net is None else [self.nets[net]]
         return sum(predict_logits(n, X) for n in nets)
+
+    def _in_batches(self, net: int, n: int, call: Callable) -> torch.Tensor:
+        """``call(network, rows)`` for consecutive slices ``rows`` of ``range(n)``, network ``net`` in eval mode
+        without gradients; the results concatenated on the CPU."""
+        network = self.nets[net]
+        network.eval()
+        with torch.no_grad():
+            parts = [call(network, slice(i, i + GENERATIVE_BATCH)).cpu() for i in range(0, n, GENERATIVE_BATCH)]
+        if not parts:
+            raise ConfigError("nothing to evaluate: the evaluation set has no rows")
+        return torch.cat(parts)
 
     def predict_proba(self, X: torch.Tensor) -> np.ndarray:
         return torch.softmax(self.logits(X), dim=1).numpy()
@@ -169,6 +219,14 @@ class Method:
         ks = sorted({k for k in self.setup.topk if k > 1})
         scores: dict[str, list] = {"acc": [], **{f"top{k}": [] for k in ks}}
         for i in nets:
+            if self.generative:
+                kmax = max(ks, default=1)
+                guesses = self._in_batches(i, len(X), lambda net, rows: net.ranked(X[rows].to(self.device), kmax))
+                guesses = guesses.numpy()
+                scores["acc"].append((guesses[:, 0] == y).mean())
+                for k in ks:
+                    scores[f"top{k}"].append((guesses[:, :k] == y[:, None]).any(1).mean())
+                continue
             logits = self.logits(X, i)
             scores["acc"].append((logits.argmax(1).numpy() == y).mean())
             if ks:
@@ -178,7 +236,11 @@ class Method:
         return {name: float(np.mean(values)) for name, values in scores.items()}
 
     def per_sample_loss(self, net: int = 0) -> np.ndarray:
-        """Cross-entropy of every training row under its (noisy) label, one network in eval mode."""
+        """Cross-entropy of every training row under its (noisy) label, one network in eval mode (a generative
+        network: its own loss of each row)."""
+        if self.generative:
+            return self._in_batches(net, len(self.X), lambda network, rows: network.loss(
+                self.X[rows].to(self.device), self.y[rows].to(self.device), reduction="none").float()).numpy()
         return F.cross_entropy(self.logits(self.X, net), self.y, reduction="none").numpy()
 
     # -- the loop ------------------------------------------------------------------------------------------

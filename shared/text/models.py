@@ -20,7 +20,7 @@ from shared.errors import ConfigError, DataNotFoundError, unknown_choice
 from shared.paths import data_dir as resolve_data_dir
 from shared.text import encoders
 
-TASKS = ("sequence", "token")
+TASKS = ("sequence", "token", "seq2seq")
 
 
 def resolve_model_dir(model: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> Path:
@@ -70,14 +70,16 @@ def _content_hash(root: str, stamp: tuple) -> str:
     return digest.hexdigest()[:16]
 
 
-def load_pretrained(path: str | os.PathLike, *, task: str = "sequence", num_labels: int):
+def load_pretrained(path: str | os.PathLike, *, task: str = "sequence", num_labels: int | None = None):
     """(tokenizer, model) from a local folder, offline, with a new classification head of ``num_labels`` outputs.
 
     Args:
         path: the model folder (``resolve_model_dir``).
         task: "sequence" (``AutoModelForSequenceClassification``: one label per text) or "token"
             (``AutoModelForTokenClassification``: one label per word; needs a fast tokenizer for ``word_ids``, and
-            byte-level BPE tokenizers get ``add_prefix_space=True`` for pre-split words).
+            byte-level BPE tokenizers get ``add_prefix_space=True`` for pre-split words) or "seq2seq"
+            (``AutoModelForSeq2SeqLM``: the checkpoint's own language-model head, which writes the label as text;
+            no ``num_labels``).
         num_labels: K, the head's outputs. The head is initialised from torch's global RNG (seed it first); a
             checkpoint's own head of another size is discarded (``ignore_mismatched_sizes``).
 
@@ -86,17 +88,22 @@ def load_pretrained(path: str | os.PathLike, *, task: str = "sequence", num_labe
     """
     if task not in TASKS:
         raise unknown_choice("task", task, TASKS)
+    if (num_labels is None) != (task == "seq2seq"):
+        raise ConfigError(f"task {task!r} {'takes no' if task == 'seq2seq' else 'needs the'} num_labels")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
+    from transformers import (AutoModelForSeq2SeqLM, AutoModelForSequenceClassification, AutoModelForTokenClassification,
+                              AutoTokenizer)
 
     # pre-split words need a leading space for byte-level BPE tokenizers (RoBERTa); harmless for the others
     extra = {"add_prefix_space": True} if task == "token" else {}
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, **extra)
     if task == "token" and not tokenizer.is_fast:
         raise ConfigError(f"the token task needs a fast tokenizer (word_ids); {path} has a slow one")
-    auto = AutoModelForTokenClassification if task == "token" else AutoModelForSequenceClassification
     with quiet_transformers():  # no per-run weight-loading report (the new head is always "missing")
+        if task == "seq2seq":
+            return tokenizer, AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True)
+        auto = AutoModelForTokenClassification if task == "token" else AutoModelForSequenceClassification
         model = auto.from_pretrained(path, num_labels=num_labels, local_files_only=True, ignore_mismatched_sizes=True)
     return tokenizer, model
 

@@ -92,6 +92,31 @@ def test_a_language_model_fine_tunes_through_the_same_runs(tmp_path):
     assert len(run.history) == 1 and 0 <= run.score("peak")["top1"] <= 100
 
 
+def test_t5_writes_the_category_names_when_t5_generative_is_set(tmp_path):
+    from dataclasses import replace
+
+    from noisywikihow.sources import encoded
+    from shared.text.tiny_models import write_tiny_model
+
+    bench, _ = toy_benchmark(n_per_class=8)
+    write_tiny_model(tmp_path / "models" / "t5-base", "t5", ["train val test noise c0 c1 c2 c3 ."])
+    data = encoded(bench, "T5", data_dir=tmp_path)
+    assert data.class_names == ("c0", "c1", "c2", "c3")
+    generative = Training(epochs=2, batch_size=8, lr=1e-3, loss_epoch=2, t5_generative=True)
+    head = replace(generative, t5_generative=False)
+    spec = RunSpec("mix_0.4", "base", 0, "T5", "plm")
+    assert spec.generative(generative) and not spec.generative(head)
+    bart = RunSpec("mix_0.4", "base", 0, "BART", "plm")  # the setting is no part of the other models' runs
+    assert not bart.generative(generative) and generative.key(bart) == head.key(bart) != generative.key(spec)
+    cache = ArtifactCache(tmp_path / "cache")
+    written, classified = (run_grid(data, [spec], t, cache=cache)[0] for t in (generative, head))
+    assert {"test_acc", "test_top5", "val_acc", "test_TC_acc"} <= set(written.history)
+    assert np.isfinite(written.losses).all() and not written.history.equals(classified.history)
+    assert len(list((tmp_path / "cache").glob("noisywikihow-runs/*/meta.json"))) == 2
+    with pytest.raises(ConfigError, match="base method only.*t5_generative: false"):
+        train_run(data, RunSpec("mix_0.4", "coteaching", 0, "T5", "plm"), generative)
+
+
 def test_rehearsal_data_load_through_the_release_loader(tmp_path):
     from noisywikihow.data import load_noisywikihow
     from noisywikihow.rehearsal import write_dataset
