@@ -45,7 +45,7 @@ unit: setup
 REHEARSAL_DATA ?= runs/rehearsal-data
 rehearse: setup
 	$(BIN)/python -m shared.rehearsal $(REHEARSAL_DATA)
-	status=0; for paper in ciln plench lnlfn noisywikihow; do \
+	status=0; for paper in ciln plench lnlfn noisywikihow benchmark_n; do \
 	  $(BIN)/python -m shared.run $$paper --profile full -f $$paper/params/rehearsal.yaml \
 	    -p data_dir $(REHEARSAL_DATA) --out runs/rehearsal --jobs $(JOBS) --threads 1 $(ARGS) || status=1; \
 	done; exit $$status

@@ -30,7 +30,7 @@ from shared.datasets.writers import write_adult, write_cifar10, write_mnist
 from shared.errors import ConfigError, unknown_choice
 from shared.paths import REPO_ROOT
 
-REHEARSAL_PAPERS = ("ciln", "plench", "lnlfn", "noisywikihow")
+REHEARSAL_PAPERS = ("ciln", "plench", "lnlfn", "noisywikihow", "benchmark_n")
 MARKER = "REHEARSAL.md"
 MARKER_TEXT = """# Rehearsal data: not the real datasets
 

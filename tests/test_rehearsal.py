@@ -20,8 +20,8 @@ def test_shared_rehearsal_datasets_load_through_the_real_loaders(tmp_path):
 
 
 def test_rehearsal_folder_is_marked_and_papers_are_checked(tmp_path):
-    with pytest.raises(ConfigError, match="unknown paper with a rehearsal 'benchmark_n'"):
-        write_rehearsal_data(tmp_path, papers=["benchmark_n"])
+    with pytest.raises(ConfigError, match="unknown paper with a rehearsal 'mnist_paper'"):
+        write_rehearsal_data(tmp_path, papers=["mnist_paper"])
     assert not (tmp_path / MARKER).exists()
     write_rehearsal_data(tmp_path, papers=[], n_train=20, n_test=5)
     assert "not results" in (tmp_path / MARKER).read_text()

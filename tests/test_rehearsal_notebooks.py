@@ -1,5 +1,6 @@
-"""The full profile's code path on the rehearsal data (shared/rehearsal.py): the quick notebooks of Plench, LNLFN
-and NoisywikiHow (its 01 fine-tunes tiny random models of the seven language models) run with ``profile: full``
+"""The full profile's code path on the rehearsal data (shared/rehearsal.py): the quick notebooks of Plench, LNLFN,
+NoisywikiHow (its 01 fine-tunes tiny random models of the seven language models) and Benchmark-N (COCO-shapes
+written as a COCO 2017 folder) run with ``profile: full``
 through the real loaders, so a change that breaks the full path fails here and
 not on the GPU box. ``make rehearse`` runs every notebook; CILN's are left to it, since every CILN notebook
 first trains the full voter pools (minutes even at the rehearsal's scale)."""
@@ -13,7 +14,7 @@ import pytest
 from shared.paths import REPO_ROOT
 
 pytestmark = pytest.mark.notebooks
-QUICK = {"plench": "00_datasets", "lnlfn": "0[04]_*", "noisywikihow": "0[01]_*"}
+QUICK = {"plench": "00_datasets", "lnlfn": "0[04]_*", "noisywikihow": "0[01]_*", "benchmark_n": "0[01]_*"}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,259 @@
+"""The real datasets' folder layouts: finding and checking a user's copy, and writing stand-ins in the same layout.
+
+One registry, ``LAYOUTS`` (dataset name -> ``Layout``), holds where each dataset keeps its annotation files and
+images relative to its root folder:
+
+* ``coco2017`` — ``<root>/annotations/instances_{train,val}2017.json``; images ``<root>/{train,val}2017/<file_name>``.
+* ``cityscapes`` — in COCO format as MMDetection's ``tools/dataset_converters/cityscapes.py`` writes it:
+  ``<root>/annotations/instancesonly_filtered_gtFine_{train,val}.json``, images
+  ``<root>/leftImg8bit/{train,val}/<file_name>`` (file_name ``<city>/<city>_..._leftImg8bit.png``). The converter
+  writes RLE segmentations, image and annotation ids from 0, ``iscrowd = 1`` for group regions, and the 8
+  instance classes as categories ``{id, name}`` with Cityscapes label ids (24-33) and **no supercategory**
+  (spec §9 row 19).
+* ``lvis_v1`` — ``<root>/lvis_v1_{train,val}.json`` (as the lvisdataset.org zips unpack; MMDetection's
+  ``<root>/annotations/lvis_v1_{train,val}.json`` is accepted too). Images have no ``file_name``: they are COCO
+  2017's, found through ``coco_url`` (``http://images.cocodataset.org/train2017/x.jpg`` ->
+  ``<root>/train2017/x.jpg``; LVIS val uses images of both COCO splits). Categories have ``synset``,
+  ``frequency`` etc. but **no supercategory** (spec §9 row 20); annotations have no ``iscrowd``.
+
+    path = annotation_path(root, "coco2017", "val")            # DataNotFoundError naming the path and the download
+    dataset = load_split(root, "coco2017", "val", check_images=True)
+    write_coco2017(root, generate_shapes(160, 0), generate_shapes(40, 1))   # a rehearsal folder
+    write_layout(root, "lvis_v1", {"train": train, "val": val})
+
+The stand-ins written by ``write_layout`` keep the COCO-shapes categories (ids 1-6), only in the dataset's
+conventions (no supercategory for Cityscapes and LVIS; RLE and ids from 0 for Cityscapes; ``coco_url`` and no
+``iscrowd`` for LVIS). Images are written as JPEG (quality 95) for COCO and LVIS and PNG for Cityscapes.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+import numpy as np
+from PIL import Image
+
+from benchmark_n.coco import ann_to_mask, mask_to_rle, read_coco, segmentation_fields, write_coco
+from shared.datasets.real import missing_data_error
+from shared.errors import ConfigError, DataFormatError, DataNotFoundError, unknown_choice
+
+COCO_URL = "https://cocodataset.org/#download"
+CITYSCAPES_URL = "https://www.cityscapes-dataset.com/downloads/"
+LVIS_URL = "https://www.lvisdataset.org/dataset"
+COCO_IMAGES_HOST = "http://images.cocodataset.org/"
+JPEG_QUALITY = 95
+STAND_INS = "COCO-shapes, benchmark_n.shapes"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one dataset keeps its files, relative to its root folder.
+
+    ``annotations``: split -> candidate annotation paths (the first is the canonical one, which ``write_layout``
+    writes). ``images``: split -> image folder that ``file_name`` is relative to (unused when ``image_key`` is
+    ``"coco_url"``: the URL's path, e.g. ``train2017/x.jpg``, is relative to the root). ``get_annotations`` /
+    ``get_images``: how to obtain them (``{root}`` is filled in).
+    """
+
+    title: str
+    annotations: dict
+    images: dict
+    image_key: str
+    get_annotations: str
+    get_images: str
+    supercategory: bool
+
+
+LAYOUTS: dict[str, Layout] = {
+    "coco2017": Layout(
+        "COCO 2017 instances",
+        {s: (f"annotations/instances_{s}2017.json",) for s in ("train", "val")},
+        {s: f"{s}2017" for s in ("train", "val")},
+        "file_name",
+        f"Download annotations_trainval2017.zip from {COCO_URL} and unzip it under {{root}} "
+        "(it creates annotations/instances_train2017.json and annotations/instances_val2017.json).",
+        f"Download train2017.zip and val2017.zip from {COCO_URL} and unzip them under {{root}} "
+        "(they create train2017/ and val2017/).",
+        True,
+    ),
+    "cityscapes": Layout(
+        "Cityscapes instances (COCO format, MMDetection converter)",
+        {s: (f"annotations/instancesonly_filtered_gtFine_{s}.json",) for s in ("train", "val")},
+        {s: f"leftImg8bit/{s}" for s in ("train", "val")},
+        "file_name",
+        f"Register at {CITYSCAPES_URL}, download gtFine_trainvaltest.zip and leftImg8bit_trainvaltest.zip, unzip "
+        "both under {root}, then convert them with MMDetection (pip install cityscapesscripts): "
+        "python tools/dataset_converters/cityscapes.py {root} --nproc 8 --out-dir {root}/annotations",
+        f"Download leftImg8bit_trainvaltest.zip from {CITYSCAPES_URL} and unzip it under {{root}} "
+        "(it creates leftImg8bit/train/<city>/ and leftImg8bit/val/<city>/).",
+        False,
+    ),
+    "lvis_v1": Layout(
+        "LVIS v1",
+        {s: (f"lvis_v1_{s}.json", f"annotations/lvis_v1_{s}.json") for s in ("train", "val")},
+        {s: "" for s in ("train", "val")},
+        "coco_url",
+        f"Download lvis_v1_train.json.zip and lvis_v1_val.json.zip from {LVIS_URL} and unzip them under {{root}}.",
+        f"LVIS v1 uses COCO 2017's images (each image's coco_url names its folder): download train2017.zip and "
+        f"val2017.zip from {COCO_URL} and unzip them under {{root}} (or link existing train2017/ and val2017/ "
+        "folders there).",
+        False,
+    ),
+}
+
+
+def layout(dataset: str) -> Layout:
+    """The registered layout of ``dataset`` (ConfigError listing the valid names otherwise)."""
+    if dataset not in LAYOUTS:
+        raise unknown_choice("dataset layout", dataset, LAYOUTS)
+    return LAYOUTS[dataset]
+
+
+def _check_split(dataset: str, split: str) -> Layout:
+    spec = layout(dataset)
+    if split not in spec.annotations:
+        raise unknown_choice(f"{dataset} split", split, spec.annotations)
+    return spec
+
+
+def annotation_path(root, dataset: str, split: str) -> Path:
+    """The annotation JSON of ``dataset``'s ``split`` under ``root``: the first candidate path that exists;
+    DataNotFoundError naming the expected path(s) and how to get the file otherwise."""
+    spec = _check_split(dataset, split)
+    root = Path(root)
+    candidates = [root / rel for rel in spec.annotations[split]]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise missing_data_error(f"The {spec.title} {split} annotations", candidates,
+                             spec.get_annotations.format(root=root), stand_ins=STAND_INS)
+
+
+def image_path(root, dataset: str, split: str, image: dict) -> Path:
+    """Where the image of entry ``image`` (of ``dataset["images"]``) lies under ``root``."""
+    spec = _check_split(dataset, split)
+    root = Path(root)
+    if spec.image_key == "coco_url" and image.get("coco_url"):
+        url = urlparse(str(image["coco_url"]))
+        return root / url.path.lstrip("/")
+    if "file_name" not in image:
+        raise DataFormatError(f"{dataset} {split}: image {image.get('id', '?')} has no "
+                              f"{'coco_url or ' if spec.image_key == 'coco_url' else ''}file_name")
+    return root / spec.images[split] / image["file_name"]
+
+
+def check_image_files(root, dataset: str, split: str, coco: dict, *, source: str = "") -> None:
+    """DataNotFoundError naming the first image file of ``coco`` that is missing (and how many are)."""
+    spec = _check_split(dataset, split)
+    missing = [p for p in (image_path(root, dataset, split, im) for im in coco["images"]) if not p.is_file()]
+    if missing:
+        listed = f" listed in {source}" if source else ""
+        raise DataNotFoundError(
+            f"{len(missing)} of the {len(coco['images'])} {spec.title} {split} images{listed} are missing; "
+            f"the first: {missing[0]}\n{spec.get_images.format(root=Path(root))}")
+
+
+def load_split(root, dataset: str, split: str, *, check_images: bool = False) -> dict:
+    """The checked COCO dict of ``dataset``'s ``split`` (``coco.read_coco``: BOM-tolerant; git-LFS pointers,
+    duplicate ids, unknown images or categories and malformed segmentations raise DataFormatError). With
+    ``check_images``, a missing image file raises DataNotFoundError naming it."""
+    path = annotation_path(root, dataset, split)
+    coco = read_coco(path)
+    if check_images:
+        check_image_files(root, dataset, split, coco, source=str(path))
+    return coco
+
+
+# ------------------------------------------------------------------------------------------------ writers
+def _save_image(path: Path, image: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        if path.suffix.lower() in (".jpg", ".jpeg"):
+            Image.fromarray(np.asarray(image, np.uint8)).save(tmp, format="JPEG", quality=JPEG_QUALITY)
+        else:
+            Image.fromarray(np.asarray(image, np.uint8)).save(tmp, format="PNG")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _convert(dataset: str, split: str, coco: dict) -> dict:
+    """A COCO-shapes dict in ``dataset``'s conventions (see the module docstring)."""
+    coco = copy.deepcopy(coco)
+    if dataset == "coco2017":
+        return coco
+    sizes = {im["id"]: (im["height"], im["width"]) for im in coco["images"]}
+    if dataset == "cityscapes":
+        image_ids = {im["id"]: k for k, im in enumerate(coco["images"])}
+        for k, im in enumerate(coco["images"]):
+            im["id"] = k
+            im["file_name"] = f"shapes/shapes_{k:06d}_000019_leftImg8bit.png"
+        for k, ann in enumerate(coco["annotations"]):
+            h, w = sizes[ann["image_id"]]
+            fields = segmentation_fields(mask_to_rle(ann_to_mask(ann, h, w)), h, w)
+            coco["annotations"][k] = {"iscrowd": int(ann.get("iscrowd", 0)), "category_id": ann["category_id"],
+                                      "bbox": fields["bbox"], "area": int(fields["area"]),
+                                      "segmentation": fields["segmentation"], "image_id": image_ids[ann["image_id"]],
+                                      "id": k}
+        coco["categories"] = [{"id": c["id"], "name": c["name"]} for c in coco["categories"]]
+        return {key: coco[key] for key in ("images", "categories", "annotations")}
+    if dataset == "lvis_v1":
+        folder = f"{split}2017"
+        coco["images"] = [{"date_captured": "", "neg_category_ids": [], "id": im["id"], "license": 1,
+                           "height": im["height"], "width": im["width"],
+                           "flickr_url": f"{COCO_IMAGES_HOST}{folder}/{im['file_name']}",
+                           "coco_url": f"{COCO_IMAGES_HOST}{folder}/{im['file_name']}",
+                           "not_exhaustive_category_ids": []} for im in coco["images"]]
+        coco["annotations"] = [{k: v for k, v in ann.items() if k != "iscrowd"} for ann in coco["annotations"]]
+        per_image: dict[int, set] = {}
+        counts: dict[int, int] = {}
+        for ann in coco["annotations"]:
+            counts[ann["category_id"]] = counts.get(ann["category_id"], 0) + 1
+            per_image.setdefault(ann["category_id"], set()).add(ann["image_id"])
+        coco["categories"] = [{"frequency": "f", "synset": f"{c['name']}.n.01", "synonyms": [c["name"]],
+                               "def": f"a {c['name']} (COCO-shapes stand-in)", "id": c["id"], "name": c["name"],
+                               "image_count": len(per_image.get(c["id"], ())),
+                               "instance_count": counts.get(c["id"], 0)} for c in coco["categories"]]
+        return {"info": coco.get("info", {}), "licenses": [{"id": 1, "name": "stand-in", "url": ""}],
+                "images": coco["images"], "annotations": coco["annotations"], "categories": coco["categories"]}
+    raise unknown_choice("dataset layout", dataset, LAYOUTS)
+
+
+def write_layout(root, dataset: str, splits: dict) -> Path:
+    """Write ``splits`` (split name -> ``shapes.ShapesData``, or anything with ``.dataset`` (a COCO dict with
+    ``file_name`` per image) and ``.images`` ((n, h, w, 3) uint8 RGB in image order)) under ``root`` in
+    ``dataset``'s layout: the annotation JSONs at their canonical paths (atomically, ``coco.write_coco``) and the
+    images as files. Returns ``root``."""
+    root = Path(root)
+    for split, data in splits.items():
+        spec = _check_split(dataset, split)
+        entries, images = data.dataset["images"], np.asarray(data.images)
+        if images.ndim != 4 or images.shape[-1] != 3 or len(images) != len(entries):
+            raise ConfigError(f"{dataset} {split}: need (n, h, w, 3) images, one per dataset image "
+                              f"({len(entries)}), got {images.shape}")
+        for entry, image in zip(entries, images):
+            if image.shape[:2] != (entry["height"], entry["width"]):
+                raise ConfigError(f"{dataset} {split}: image {entry['id']} is {image.shape[:2]} but the dataset "
+                                  f"says {entry['height']}x{entry['width']}")
+        coco = _convert(dataset, split, data.dataset)
+        for entry, image in zip(coco["images"], images):
+            path = image_path(root, dataset, split, entry)
+            if dataset == "cityscapes" and path.suffix.lower() != ".png":
+                raise ConfigError(f"Cityscapes images are PNG files; got {path.name}")
+            _save_image(path, image)
+        write_coco(root / spec.annotations[split][0], coco)
+    return root
+
+
+def write_coco2017(root, train, val) -> Path:
+    """COCO 2017's layout under ``root`` with ``train`` and ``val`` (``shapes.ShapesData``): the two
+    ``annotations/instances_*2017.json`` and the JPEGs (quality 95) under ``train2017/`` and ``val2017/``."""
+    return write_layout(root, "coco2017", {"train": train, "val": val})
+
+
+__all__ = ["Layout", "LAYOUTS", "layout", "annotation_path", "image_path", "check_image_files", "load_split",
+           "write_layout", "write_coco2017", "JPEG_QUALITY"]

@@ -1,0 +1,136 @@
+"""Benchmark-N's tables, claims, cached annotation-quality runs, data sources and pages on small inputs."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmark_n import claims, tables
+from benchmark_n.quality import COUNTS, SCORES, Variant, ablation_variants, engine_variants, quality_table
+from benchmark_n.shapes import generate_shapes, preset
+from benchmark_n.sources import load_annotations
+from shared.cache import ArtifactCache
+from shared.errors import ConfigError, DataNotFoundError
+from shared.profiles import Settings
+from shared.report import reported
+
+
+@pytest.fixture(scope="module")
+def shapes():
+    return generate_shapes(8, seed=3, **preset("annotation")).dataset
+
+
+def test_table1_is_the_papers(shapes):
+    ours = tables.table1_long().set_index(["tier", "metric"])["value"]
+    paper = reported("benchmark_n", "table1").set_index(["tier", "metric"])["value"]
+    assert len(paper) == 24 and ours.sort_index().equals(paper.astype(float).sort_index())
+    assert tables.table1().loc["(µapprox, σapprox)", "high"] == "(15, 10)"
+
+
+def test_table7_as_shares_of_the_clean_score():
+    paper = tables.table7_retained(reported("benchmark_n", "table7")).set_index(["operation", "level", "metric"])
+    assert paper.loc[("clean", "mid", "boundary_AP_retained"), "value"] == pytest.approx(100)
+    assert paper.loc[("erosion", "high", "mask_AP_retained"), "value"] == pytest.approx(100 * 17.4 / 34.6)
+
+
+def frame_of(values: dict, kind="engine") -> pd.DataFrame:
+    """A quality table: ``values[name][seed] = (mask APs low/mid/high, boundary APs low/mid/high)``."""
+    rows = []
+    for name, seeds in values.items():
+        for seed, (mask, boundary) in seeds.items():
+            for tier, m, b in zip(("low", "mid", "high"), mask, boundary):
+                rows.append({"kind": kind, "name": name, "tier": tier, "seed": seed, "mask_AP": m, "boundary_AP": b,
+                             **{k: np.nan for k in SCORES if k not in ("mask_AP", "boundary_AP")}})
+    return pd.DataFrame(rows)
+
+
+def test_summary_statistics_over_seeds():
+    frame = frame_of({"paper": {0: ((0.7, 0.5, 0.3), (0.6, 0.4, 0.1)), 1: ((0.5, 0.5, 0.3), (0.4, 0.4, 0.1))}})
+    summary = tables.quality_summary(frame).set_index("tier")
+    assert summary.loc["low", "mask_AP_mean"] == pytest.approx(0.6) and summary.loc["low", "mask_AP_min"] == 0.5
+    assert summary.loc["low", "mask_AP_std"] == pytest.approx(np.std([0.7, 0.5], ddof=1)) and summary["seeds"].eq(2).all()
+    assert list(summary.index) == ["low", "mid", "high"]
+    assert tables.quality_wide(tables.quality_summary(frame), "engine").loc["paper", "low mask AP"] == "60.0 ± 14.1"
+
+
+def test_engine_claims_need_every_seed_to_fall():
+    falling = frame_of({"paper": {0: ((0.7, 0.5, 0.3), (0.6, 0.4, 0.1))}})
+    flat = frame_of({"paper": {0: ((0.7, 0.5, 0.3), (0.6, 0.4, 0.1)), 1: ((0.5, 0.5, 0.3), (0.4, 0.4, 0.1))}})
+    for frame, expected in ((falling, "yes"), (flat, "no")):
+        records = claims.quality_claims(frame, tables.quality_summary(frame))
+        first = records[0]
+        assert first["claim"].startswith("paper engine: mask AP and Boundary AP") and first["verdict"] == expected
+        assert records[1]["verdict"] == "yes"  # boundary below mask, and it fell by 83 % vs 57 %
+    # the ablation was not run: its claims are "not run", never "no"
+    assert {r["verdict"] for r in records[2:]} == {"not run"}
+
+
+def test_ablation_claims_read_the_operations():
+    ops = {"dilation": (0.9, 0.8, 0.7), "erosion": (0.8, 0.7, 0.6), "opening": (0.99, 0.98, 0.97),
+           "random_scale": (0.85, 0.75, 0.65), "shift": (0.6, 0.5, 0.4), "localization": (0.88, 0.8, 0.7),
+           "approximation": (0.95, 0.85, 0.7), "class_flip": (0.95,) * 3, "deletion": (0.94,) * 3}
+    frame = frame_of({op: {0: (m, m if op in ("class_flip", "deletion") else tuple(v - 0.1 for v in m))}
+                      for op, m in ops.items()}, kind="ablation")
+    found = {r["claim"]: r["verdict"] for r in claims._ablation_claims(tables.quality_summary(frame))}
+    assert found["Erosion hurts more than dilation at every level (Table 7, Sec. 4.4: erosions affect boundary "
+                 "fidelity most)"] == "yes"
+    assert found["Random scale (dilate or erode at random) is milder than dilation and erosion alone (Table 7)"] == "no"
+    assert found["Class flips and deletions leave Boundary AP equal to mask AP (they do not move boundaries)"] == "yes"
+    assert found["Approximation is the mildest spatial noise at the low tier (Table 7: 34.7, the clean score)"] == "yes"
+
+
+def test_engine_claims_on_a_dataset(shapes):
+    effects = tables.engine_effects(shapes, ["paper", "legacy_v0"])
+    assert set(effects["engine"]) == {"paper", "legacy_v0"} and (effects["mean IoU with clean"] < 1).all()
+    found = {r["claim"]: r for r in claims.engine_claims(shapes, effects)}
+    v2 = next(r for c, r in found.items() if c.startswith("The official noise_annotations_v2.py"))
+    assert v2["holds"] and v2["detail"].startswith("v2 as released: 0 flips")
+    seeds = next(r for c, r in found.items() if c.startswith("Each seed draws"))
+    assert seeds["holds"]
+
+
+def test_quality_runs_are_cached_and_scored(shapes, tmp_path, monkeypatch):
+    cache = ArtifactCache(tmp_path)
+    variants = engine_variants(["paper"], ["low", "high"], [0]) + ablation_variants(["opening", "shift"], ["mid"], [0])
+    frame = quality_table(shapes, variants, cache=cache)
+    assert list(frame.columns) == ["kind", "name", "tier", "seed", *SCORES, *COUNTS] and len(frame) == 4
+    by = frame.set_index(["name", "tier"])
+    assert by.loc[("paper", "low"), "mask_AP"] > by.loc[("paper", "high"), "mask_AP"]
+    assert by.loc[("opening", "mid"), "mask_AP"] > 0.9 > by.loc[("shift", "mid"), "mask_AP"]
+    assert (frame["boundary_AP"] <= frame["mask_AP"] + 1e-9).all()
+    monkeypatch.setattr("benchmark_n.quality.annotation_quality", lambda *a, **k: pytest.fail("recomputed a cached variant"))
+    assert quality_table(shapes, variants, cache=cache).equals(frame)
+
+
+def test_variants_are_checked():
+    with pytest.raises(ConfigError, match="unknown engine .v3.; valid engines: legacy_v0, paper"):
+        Variant("engine", "v3", "low", 0)
+    with pytest.raises(ConfigError, match="tier"):
+        Variant("ablation", "erosion", "extreme", 0)
+    assert Variant("engine", "paper", "hard", 0).tier == "high"
+
+
+def test_sources_read_the_real_layout_and_name_what_is_missing(tmp_path):
+    from benchmark_n.rehearsal import write_rehearsal_data
+
+    cfg = Settings(dataset="coco2017", dataset_dir="coco", split="val")
+    with pytest.raises(DataNotFoundError, match="instances_val2017.json"):
+        load_annotations(cfg, tmp_path)
+    assert write_rehearsal_data(tmp_path) == ["coco"]
+    data = load_annotations(cfg, tmp_path)
+    first = data.dataset["images"][0]
+    assert data.source == "coco2017" and data.image(first["id"]).shape == (first["height"], first["width"], 3)
+    shapes = load_annotations(Settings(dataset="shapes", n_images=3, shapes_seed=0, shapes_preset="annotation"))
+    assert shapes.images.shape == (3, 480, 640, 3) and shapes.image(shapes.dataset["images"][2]["id"]) is not None
+
+
+def test_annotation_quality_page_end_to_end(tmp_path, cache_dir):
+    from benchmark_n.pages import AnnotationQuality
+
+    settings = {"n_images": 6, "seeds": [0], "engines": ["paper"], "ablations": ["dilation", "erosion", "opening"]}
+    page = AnnotationQuality("smoke", settings=settings, out_dir=tmp_path)
+    assert page.run()["variants scored"].sum() == 12
+    comparison = page.compare_with_paper()
+    assert comparison["ours"].notna().sum() == 6 * 4 and "reduced" in comparison["ours_on"].iloc[0]
+    records = page.claims()
+    assert (tmp_path / "claims.json").exists() and (tmp_path / "comparison.csv").exists()
+    assert "not run" in set(records["verdict"])  # shift, localization, ... were not in the settings
+    assert page.figure11() is not None and page.table7_ordering() is not None
