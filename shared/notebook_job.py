@@ -8,6 +8,10 @@ the notebook's lock, executes it with papermill into a staging folder, and write
 A failed run never replaces a good result: the good notebook, its outputs and its ``ok`` record stay, and the
 record gains ``last_failure`` (error, time, the failed copy). A notebook whose lock another runner holds is
 waited for; if that runner finished it with the same fingerprint, it is not run again.
+
+Kernels talk to the runner over Unix sockets at a path of their own (``ipc_kernel_manager``), not over TCP: with
+TCP, jupyter_client picks free ports before the kernel binds them, and two runners starting kernels at the same
+moment can pick the same port ("ZMQError: Address already in use", the kernel dies before it starts).
 """
 from __future__ import annotations
 
@@ -16,8 +20,11 @@ import os
 import platform
 import shutil
 import sys
+import tempfile
 import threading
 import time
+import uuid
+from functools import lru_cache
 from pathlib import Path
 
 from shared.ledger import Ledger
@@ -111,6 +118,22 @@ def execute_job(job: dict) -> dict:
         return _execute_locked(job, ledger)
 
 
+@lru_cache(maxsize=1)
+def ipc_kernel_manager() -> type:
+    """A jupyter_client kernel manager whose kernels use the ``ipc`` transport (Unix sockets) under a unique path
+    in the temporary folder, removed when the kernel shuts down."""
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import CaselessStrEnum
+
+    class IPCKernelManager(AsyncKernelManager):
+        transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+
+        def _ip_default(self) -> str:
+            return os.path.join(tempfile.gettempdir(), f"kernel-{uuid.uuid4().hex}-ipc")
+
+    return IPCKernelManager
+
+
 def _execute_locked(job: dict, ledger: Ledger) -> dict:
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
@@ -138,6 +161,7 @@ def _execute_locked(job: dict, ledger: Ledger) -> dict:
             job["input"], str(staged_nb), parameters=dict(job["parameters"], out_dir=str(staged_dir)),
             kernel_name=job["kernel"], cwd=str(Path(job["input"]).parent), progress_bar=False, log_output=False,
             request_save_on_cell_execute=True, execution_timeout=job["cell_timeout"],
+            kernel_manager_class=ipc_kernel_manager(),
         )
         status, error = "ok", None
     except PapermillExecutionError as e:  # SweepPending: a sweep submitted to Slurm with wait: false
