@@ -11,10 +11,9 @@ import numpy as np
 import pandas as pd
 
 from benchmark_n.coco import ann_to_mask, ann_to_polygons, mask_to_polygons
-from benchmark_n.noise import PRESETS, approximate, jitter, morph
+from benchmark_n.noise import PRESETS, TIER_ORDER, approximate, jitter, morph
 from shared.plotting import PAPER_COLOR, finish_figure
 
-TIERS = ("low", "mid", "high")
 CLEAN_COLOR, NOISY_COLOR = "#ffffff", "#d55e00"
 #: Fig. 2's rows: one operation of the paper's engine at each tier's mean parameter (Table 1)
 OPERATIONS = {
@@ -45,9 +44,9 @@ def figure2(instance, report=None, seed: int = 0):
     image, ann = instance.images[0], instance.dataset["annotations"][0]
     h, w = image.shape[:2]
     polygons, mask = ann_to_polygons(ann, h, w), ann_to_mask(ann, h, w)
-    fig, axes = plt.subplots(len(OPERATIONS), len(TIERS), figsize=(3.2 * len(TIERS), 2.7 * len(OPERATIONS)))
+    fig, axes = plt.subplots(len(OPERATIONS), 3, figsize=(9.6, 2.7 * len(OPERATIONS)))
     for row, (name, (label, apply)) in enumerate(OPERATIONS.items()):
-        for col, tier in enumerate(TIERS):
+        for col, tier in enumerate(TIER_ORDER):
             value = getattr(PRESETS[tier], _MEAN[name])[0]
             noisy = apply(polygons, mask, value, np.random.default_rng([seed, row, col]))
             ax = axes[row, col]
@@ -115,7 +114,7 @@ def figure11(summary: pd.DataFrame, report=None):
             ax = axes[r, c]
             for kind, name in lines:
                 part = summary[(summary["kind"] == kind) & (summary["name"] == name)].set_index("tier")
-                part = part.reindex([t for t in TIERS if t in part.index])
+                part = part.reindex([t for t in TIER_ORDER if t in part.index])
                 if part.empty:
                     continue
                 mean = part[f"{metric}_mean"]

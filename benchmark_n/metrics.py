@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections import Counter
 
 import cv2
 import numpy as np
@@ -59,22 +60,23 @@ QUALITY_METRICS = {"mask": "mask_", "boundary": "boundary_", "box": "box_"}
 
 
 # ------------------------------------------------------------------------------------------------ COCO AP
-def coco_ap(gt: dict, detections: list[dict], iou_type: str = "segm", *, use_cats: bool = True) -> dict[str, float]:
+def coco_ap(gt: dict, detections: list[dict], iou_type: str = "segm", *, use_cats: bool = True,
+            max_dets: int = 100) -> dict[str, float]:
     """COCO AP of ``detections`` against ``gt`` with pycocotools' COCOeval (``iou_type`` "segm" = mask IoU, "bbox" =
     box IoU), as ``{key: fraction}`` over ``AP_KEYS``. ``use_cats=False`` matches detections to ground truths of any
-    category (class-agnostic, ``params.useCats = 0``). No detections gives AP 0; a detection on an image or category
-    that ``gt`` lacks raises DataFormatError."""
+    category (class-agnostic, ``params.useCats = 0``). ``max_dets``: the detections kept per image (COCO's 100). No
+    detections gives AP 0; a detection on an image or category that ``gt`` lacks raises DataFormatError."""
     if iou_type not in IOU_TYPES:
         raise unknown_choice("iou_type", iou_type, IOU_TYPES)
     gt_dataset = _ground_truth(gt)
     dt_dataset = _detection_dataset(gt_dataset, detections, iou_type)
     with contextlib.redirect_stdout(io.StringIO()):
         evaluator = COCOeval(_pycoco(gt_dataset), _pycoco(dt_dataset), iou_type)
-        return _run(evaluator, use_cats)
+        return _run(evaluator, use_cats, max_dets)
 
 
 def boundary_ap(gt: dict, detections: list[dict], dilation_ratio: float = 0.02, backend: str = "reference",
-                *, use_cats: bool = True) -> dict[str, float]:
+                *, use_cats: bool = True, max_dets: int = 100) -> dict[str, float]:
     """Boundary AP (Cheng et al. 2021) of ``detections`` against ``gt``, as ``{key: fraction}`` over ``AP_KEYS``:
     COCO mask AP with IoU := min(mask IoU, boundary IoU) for non-crowd ground truths (module docstring), boundary
     bands of width max(1, round(dilation_ratio * image diagonal)). ``backend`` is "reference" or
@@ -88,24 +90,45 @@ def boundary_ap(gt: dict, detections: list[dict], dilation_ratio: float = 0.02, 
     if backend == "reference":
         with contextlib.redirect_stdout(io.StringIO()):
             evaluator = _BoundaryCOCOeval(_pycoco(gt_dataset), _pycoco(dt_dataset), dilation_ratio)
-            return _run(evaluator, use_cats)
+            return _run(evaluator, use_cats, max_dets)
     _check_faster_boundary_sizes(gt_dataset, dilation_ratio)
     evaluator = COCOeval_faster(FasterCOCO(gt_dataset), FasterCOCO(dt_dataset), "boundary",
                                 print_function=_silent, boundary_dilation_ratio=dilation_ratio)
-    return _run(evaluator, use_cats)
+    return _run(evaluator, use_cats, max_dets)
 
 
 def _silent(*_args, **_kwargs) -> None:
     """A print function that prints nothing (faster-coco-eval's progress messages)."""
 
 
-def _run(evaluator, use_cats: bool) -> dict[str, float]:
-    """Evaluate, accumulate and summarise; COCO's -1 ("no ground truth in this area range") becomes NaN."""
+def _run(evaluator, use_cats: bool, max_dets: int = 100) -> dict[str, float]:
+    """Evaluate and accumulate; the ``AP_KEYS`` at ``max_dets`` detections per image, as COCOeval's ``summarize``
+    computes them (mean precision over IoU thresholds, recall points and categories; NaN where an area range has no
+    ground truth). ``summarize`` itself is not used: it reads AP at 100 detections whatever ``params.maxDets``
+    says."""
+    if max_dets < 100:
+        raise ConfigError(f"max_dets must be at least COCO's 100, got {max_dets}")
     evaluator.params.useCats = int(use_cats)
+    evaluator.params.maxDets = [1, 10, int(max_dets)]
     evaluator.evaluate()
     evaluator.accumulate()
-    evaluator.summarize()
-    return {key: (float("nan") if value == -1 else float(value)) for key, value in zip(AP_KEYS, evaluator.stats)}
+    return _summary(evaluator)
+
+
+def _summary(evaluator) -> dict[str, float]:
+    p = evaluator.params
+    precision = np.asarray(evaluator.eval["precision"])  # (IoU thresholds, recall points, categories, areas, maxDets)
+    areas = list(p.areaRngLbl)
+
+    def ap(area: str = "all", iou: float | None = None) -> float:
+        s = precision[:, :, :, areas.index(area), -1]
+        if iou is not None:
+            s = s[np.isclose(p.iouThrs, iou)]
+        s = s[s > -1]
+        return float(np.mean(s)) if s.size else float("nan")
+
+    values = (ap(), ap(iou=0.5), ap(iou=0.75), ap("small"), ap("medium"), ap("large"))
+    return dict(zip(AP_KEYS, values))
 
 
 def _pycoco(dataset: dict) -> COCO:
@@ -117,13 +140,14 @@ def _pycoco(dataset: dict) -> COCO:
 
 
 def _ground_truth(gt: dict) -> dict:
-    """``gt`` checked, with each annotation copied (COCOeval writes into them) and ``iscrowd`` (default 0), ``area``
-    and ``bbox`` (from the mask) filled in where missing."""
+    """``gt`` checked, with each annotation copied (COCOeval writes into them), numbered 1..N (COCOeval records a
+    match by the ground truth's id and reads id 0 as "unmatched"; Cityscapes' converter numbers from 0), and
+    ``iscrowd`` (default 0), ``area`` and ``bbox`` (from the mask) filled in where missing."""
     check_coco(gt, source="the ground truth")
     sizes = image_sizes(gt)
     annotations = []
-    for ann in gt["annotations"]:
-        ann = {"iscrowd": 0, **ann}
+    for number, ann in enumerate(gt["annotations"], start=1):
+        ann = {"iscrowd": 0, **ann, "id": number}
         if "area" not in ann or "bbox" not in ann:
             rle = ann_to_rle(ann, *sizes[ann["image_id"]])
             ann.setdefault("area", float(mask_utils.area(rle)))
@@ -179,6 +203,11 @@ def _detection_rle(det: dict, size: tuple[int, int], where: str) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ Boundary IoU
+def band_width(h: int, w: int, dilation_ratio: float = 0.02) -> int:
+    """d = max(1, round(dilation_ratio * image diagonal)) pixels: the width of the boundary bands (Cheng et al.)."""
+    return max(1, int(round(dilation_ratio * np.sqrt(h * h + w * w))))
+
+
 def mask_to_boundary(mask: np.ndarray, dilation_ratio: float = 0.02) -> np.ndarray:
     """The inner boundary band of a binary mask (H, W): the mask minus its erosion by a 3x3 square applied
     d = max(1, round(dilation_ratio * sqrt(H² + W²))) times, the image border counting as background (the mask is
@@ -186,7 +215,7 @@ def mask_to_boundary(mask: np.ndarray, dilation_ratio: float = 0.02) -> np.ndarr
     the background (or the border) is in the band."""
     mask = (np.asarray(mask) != 0).astype(np.uint8)
     h, w = mask.shape
-    d = max(1, int(round(dilation_ratio * np.sqrt(h * h + w * w))))
+    d = band_width(h, w, dilation_ratio)
     padded = cv2.copyMakeBorder(mask, 1, 1, 1, 1, cv2.BORDER_CONSTANT, value=0)
     eroded = cv2.erode(padded, np.ones((3, 3), np.uint8), iterations=d)[1:h + 1, 1:w + 1]
     return mask - eroded
@@ -241,7 +270,7 @@ class _BoundaryCOCOeval(COCOeval):
 def _check_faster_boundary_sizes(gt_dataset: dict, dilation_ratio: float) -> None:
     """Refuse images whose height is at most 2d: faster-coco-eval's C++ boundary band is wrong there."""
     for image_id, (h, w) in image_sizes(gt_dataset).items():
-        d = max(1, int(round(dilation_ratio * np.sqrt(h * h + w * w))))
+        d = band_width(h, w, dilation_ratio)
         if h <= 2 * d:
             raise ConfigError(f"image {image_id} ({h}x{w}) is at most 2 * {d} px high; faster-coco-eval's boundary "
                               "band is wrong for such images, use boundary_ap(..., backend='reference')")
@@ -254,7 +283,8 @@ def annotation_quality(clean: dict, noisy: dict, *, dilation_ratio: float = 0.02
     becomes a detection with score 1.0 scored against ``clean``; COCOeval's stable sorts rank these ties by image
     (ascending id) and, within an image, in list order. A deleted instance is a miss; a class-flipped one a false
     positive in its new class plus a miss in its old one. Crowd annotations of ``noisy`` are not scored (they are
-    ignore regions of ``clean``).
+    ignore regions of ``clean``). Every noisy annotation of an image counts (COCO's limit of 100 detections per
+    image is raised to the most annotations an image has: LVIS images hold more).
 
     ``metrics`` is any of "mask" (``coco_ap`` segm), "boundary" (``boundary_ap``) and "box" (``coco_ap`` bbox, with
     the noisy annotations' own ``bbox``, stale or not); the result has ``{prefix}{key}`` for each, e.g.
@@ -269,9 +299,11 @@ def annotation_quality(clean: dict, noisy: dict, *, dilation_ratio: float = 0.02
     detections = [{**{k: ann[k] for k in ("image_id", "category_id", "segmentation", "bbox") if k in ann},
                    "score": 1.0}
                   for ann in noisy["annotations"] if not ann.get("iscrowd", 0)]
-    compute = {"mask": lambda: coco_ap(clean, detections, "segm"),
-               "boundary": lambda: boundary_ap(clean, detections, dilation_ratio),
-               "box": lambda: coco_ap(clean, detections, "bbox")}
+    per_image = Counter(a["image_id"] for dataset in (clean, noisy) for a in dataset["annotations"])
+    most = max(100, *per_image.values()) if per_image else 100
+    compute = {"mask": lambda: coco_ap(clean, detections, "segm", max_dets=most),
+               "boundary": lambda: boundary_ap(clean, detections, dilation_ratio, max_dets=most),
+               "box": lambda: coco_ap(clean, detections, "bbox", max_dets=most)}
     return {f"{QUALITY_METRICS[m]}{key}": value for m in metrics for key, value in compute[m]().items()}
 
 

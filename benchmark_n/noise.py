@@ -61,6 +61,7 @@ from shared.errors import ConfigError, DataFormatError, unknown_choice
 from shared.progress import progress
 
 TIERS = {"low": "low", "mid": "mid", "high": "high", "easy": "low", "medium": "mid", "hard": "high"}
+TIER_ORDER = ("low", "mid", "high")  # the canonical tiers, mildest first
 COUNTS = ("annotations_in", "kept", "deleted", "implicitly_deleted", "class_flipped", "spatially_noised",
           "crowd_skipped")
 DELETED, IMPLICITLY_DELETED = "deleted", "implicitly_deleted"  # the per-annotation outcomes that drop it
@@ -286,8 +287,12 @@ def _noise_paper(ann: dict, h: int, w: int, rng: np.random.Generator, cfg: _Pape
         return DELETED
     original = ann["category_id"]
     if "class_flip" in cfg.steps and rng.random() < cfg.preset.p_cls:
-        flipped = sibling_flip(original, cfg.siblings, rng)  # drawn in both modes: v2_asis keeps the geometry
-        ann["category_id"] = flipped if cfg.class_flip == "sibling" else original
+        if cfg.class_flip == "sibling":
+            ann["category_id"] = sibling_flip(original, cfg.siblings, rng)
+        elif cfg.siblings.get(original):  # the released v2, as written (the same draw, so the geometry is the same):
+            index = int(rng.integers(len(cfg.siblings[original])))  # np.random.choice(n): an index, not an id
+            if index == original:  # bool_class_noise = orig == updated; written only when "unchanged"
+                ann["category_id"] = index
     spatial = []
     if any(step in cfg.steps for step in _SPATIAL_STEPS):
         polygons, spatial = _paper_geometry(ann_to_polygons(ann, h, w), h, w, rng, cfg)
@@ -546,10 +551,12 @@ def _run(dataset: dict, noise: Callable, code: int, seed: int, skip_crowd: bool,
 @dataclass(frozen=True)
 class Ablation:
     """A single-noise operation: ``code`` keys its random streams; ``build(dataset, tier)`` returns the
-    per-annotation noise and its parameters."""
+    per-annotation noise and its parameters; ``random``: whether the seed changes the result (dilation, erosion,
+    opening and the v0 approximation draw nothing)."""
     code: int
     description: str
     build: Callable[[dict, str], tuple[Callable, dict]]
+    random: bool = True
 
 
 def _dilation(mask, k, rng):
@@ -598,16 +605,18 @@ def _paper_ablation(step: str) -> Callable:
 
 ABLATIONS = {
     # Table 7 (spec 3.2.5): one operation on every non-crowd mask, fixed parameter per level
-    "dilation": Ablation(101, "cv2.dilate, k x k ones kernel, k = 3/5/7", _mask_ablation(_dilation, "rand", "k")),
-    "erosion": Ablation(102, "cv2.erode, k = 3/5/7", _mask_ablation(_erosion, "rand", "k")),
-    "opening": Ablation(103, "erode then dilate, k = 3/5/7", _mask_ablation(_opening, "rand", "k")),
+    "dilation": Ablation(101, "cv2.dilate, k x k ones kernel, k = 3/5/7", _mask_ablation(_dilation, "rand", "k"),
+                         random=False),
+    "erosion": Ablation(102, "cv2.erode, k = 3/5/7", _mask_ablation(_erosion, "rand", "k"), random=False),
+    "opening": Ablation(103, "erode then dilate, k = 3/5/7", _mask_ablation(_opening, "rand", "k"),
+                        random=False),
     "random_scale": Ablation(104, "dilate or erode (50/50), k = 3/5/7", _mask_ablation(_random_scale, "rand", "k")),
     "shift": Ablation(105, "rigid translation by (sx k, sy k), random signs sx, sy (an assumption: the paper "
                            "gives no magnitude), k = 3/5/7", _mask_ablation(_random_shift, "rand", "k")),
     "localization": Ablation(106, "v0 contour jitter round(N(0, sd)), sd = 2/3/4",
                              _mask_ablation(_contour_localization, "localization", "sd")),
     "approximation": Ablation(107, "v0 contour simplification, tol = 5/10/15",
-                              _mask_ablation(_contour_approximation, "approximation", "tol")),
+                              _mask_ablation(_contour_approximation, "approximation", "tol"), random=False),
     # Fig. 11: one step of the paper engine with the sampled Table 1 parameters
     "paper_approximation": Ablation(111, "paper-engine approximation, Table 1", _paper_ablation("approximation")),
     "paper_localization": Ablation(112, "paper-engine localization, Table 1", _paper_ablation("localization")),
@@ -638,7 +647,7 @@ def ablate(dataset: dict, operation: str, level: str, seed: int = 0) -> NoisyDat
     return NoisyDataset(noisy, manifest)
 
 
-__all__ = ["TIERS", "COUNTS", "PaperPreset", "LegacyV0Preset", "PRESETS", "LEGACY_V0_PRESETS", "canonical_tier",
+__all__ = ["TIERS", "TIER_ORDER", "COUNTS", "PaperPreset", "LegacyV0Preset", "PRESETS", "LEGACY_V0_PRESETS", "canonical_tier",
            "NoisyDataset", "JITTER_MODES", "MORPH_OPS", "CLASS_MATRICES", "approximate", "jitter", "morph",
            "shift", "sibling_map", "sibling_flip", "class_matrix", "PAPER_STEPS", "Engine", "ENGINES",
            "noise_dataset", "Ablation", "ABLATIONS", "ablate"]

@@ -52,7 +52,7 @@ CLASS_COLOURS = {1: (230, 25, 75), 2: (245, 130, 48), 3: (60, 180, 75), 4: (0, 1
                  6: (255, 225, 25)}
 BACKGROUNDS = ("plain", "photo")
 
-#: Named settings of ``generate_shapes`` (keyword arguments; ``PRESET_SIZES`` gives the image counts used):
+#: Named settings of ``generate_shapes`` (keyword arguments):
 #:
 #: * ``annotation`` — annotation-level experiments (noisy vs clean annotations scored with COCOeval, spec §7.2):
 #:   COCO's 640x480 canvas, 1-6 objects, radius 5-20 % of the short side (24-96 px), so most objects are COCO
@@ -65,8 +65,6 @@ PRESETS = {
     "model": dict(height=128, width=128, min_objects=1, max_objects=3, radius=(0.15, 0.35),
                   random_colours=False, background="plain"),
 }
-#: Image counts of the spec's prototypes per preset and split.
-PRESET_SIZES = {"annotation": {"val": 40}, "model": {"train": 160, "val": 40}}
 
 _ELLIPSE_ASPECT = (0.45, 0.75)   # minor / major axis
 _STAR_INNER = 0.45               # inner / outer radius of the 5-pointed star
@@ -315,5 +313,5 @@ def real_instances() -> dict[str, ShapesData]:
     return {"coins": coins(), "horse": horse()}
 
 
-__all__ = ["CATEGORIES", "CLASS_COLOURS", "BACKGROUNDS", "PRESETS", "PRESET_SIZES", "ShapesData", "preset",
+__all__ = ["CATEGORIES", "CLASS_COLOURS", "BACKGROUNDS", "PRESETS", "ShapesData", "preset",
            "generate_shapes", "coins", "horse", "real_instances", "HORSE_COLOUR", "HORSE_BACKGROUND"]

@@ -8,28 +8,27 @@ import pandas as pd
 from pycocotools import mask as mask_utils
 
 from benchmark_n.coco import ann_to_rle, image_sizes
-from benchmark_n.noise import LEGACY_V0_PRESETS, PRESETS, noise_dataset
+from benchmark_n.noise import LEGACY_V0_PRESETS, PRESETS, TIER_ORDER, noise_dataset
 from benchmark_n.quality import COUNTS
 
-TIERS = ("low", "mid", "high")
-#: Table 1's rows: (label, preset field, index in the (mean, std) pair or None for a probability)
+#: Table 1's (mean, std) rows: label -> the preset's field
 TABLE1_ROWS = {"approx": "approximation", "loc": "localization", "scale": "scale"}
 
 
 def table1() -> pd.DataFrame:
     """Table 1 as the paper prints it, from the engine's ``PRESETS``: rows (mu, sigma) per operation, p_class and
     p_delete; columns low / mid / high."""
-    rows = {f"(µ{k}, σ{k})": {t: f"({getattr(PRESETS[t], f)[0]:g}, {getattr(PRESETS[t], f)[1]:g})" for t in TIERS}
+    rows = {f"(µ{k}, σ{k})": {t: "({:g}, {:g})".format(*getattr(PRESETS[t], f)) for t in TIER_ORDER}
             for k, f in TABLE1_ROWS.items()}
-    rows["p_class"] = {t: f"{PRESETS[t].p_cls:g}" for t in TIERS}
-    rows["p_delete"] = {t: f"{PRESETS[t].p_del:g}" for t in TIERS}
-    return pd.DataFrame(rows).T[list(TIERS)]
+    rows["p_class"] = {t: f"{PRESETS[t].p_cls:g}" for t in TIER_ORDER}
+    rows["p_delete"] = {t: f"{PRESETS[t].p_del:g}" for t in TIER_ORDER}
+    return pd.DataFrame(rows).T[list(TIER_ORDER)]
 
 
 def table1_long() -> pd.DataFrame:
     """Table 1's numbers in long form (tier, metric, value) for the comparison with the paper."""
     rows = []
-    for tier in TIERS:
+    for tier in TIER_ORDER:
         p = PRESETS[tier]
         for key, field in TABLE1_ROWS.items():
             mean, std = getattr(p, field)
@@ -44,7 +43,7 @@ def legacy_presets() -> pd.DataFrame:
     """The README engine's presets (``noise_annotations.py --benchmark easy|medium|hard``): each spatial noise's
     share of the instances and parameter, and the class-mixing ratio."""
     rows = {}
-    for tier in TIERS:
+    for tier in TIER_ORDER:
         p = LEGACY_V0_PRESETS[tier]
         rows[tier] = {"approximation (share, tolerance)": f"({p.approximation[0]:g}, {p.approximation[1]:g})",
                       "localization (share, sd)": f"({p.localization[0]:g}, {p.localization[1]:g})",
@@ -54,12 +53,13 @@ def legacy_presets() -> pd.DataFrame:
 
 
 def mean_iou(clean: dict, noisy: dict) -> float:
-    """Mean mask IoU of every kept noisy annotation with its clean version (same id); deleted ones not counted."""
+    """Mean mask IoU of every kept non-crowd noisy annotation with its clean version (same id); deleted ones and the
+    crowds (copied unchanged) not counted."""
     sizes = image_sizes(clean)
     by_id = {a["id"]: a for a in clean["annotations"]}
     ious = [mask_utils.iou([ann_to_rle(a, *sizes[a["image_id"]])],
                            [ann_to_rle(by_id[a["id"]], *sizes[a["image_id"]])], [0])[0, 0]
-            for a in noisy["annotations"]]
+            for a in noisy["annotations"] if not a.get("iscrowd", 0)]
     return float(np.mean(ious)) if ious else float("nan")
 
 
@@ -68,7 +68,7 @@ def engine_effects(dataset: dict, engines, seed: int = 0, **options) -> pd.DataF
     instances and the mean mask IoU of the kept annotations with their clean versions."""
     rows = []
     for engine in engines:
-        for tier in TIERS:
+        for tier in TIER_ORDER:
             noisy = noise_dataset(dataset, engine, tier, seed, **options.get(engine, {}))
             m = noisy.manifest
             n = m["annotations_in"]
@@ -87,20 +87,23 @@ def quality_summary(frame: pd.DataFrame) -> pd.DataFrame:
     summary.columns = [f"{metric}_{stat}" for metric, stat in summary.columns]
     summary = summary.reset_index()
     summary["seeds"] = grouped.size().to_numpy()
-    summary["tier"] = pd.Categorical(summary["tier"], TIERS, ordered=True)
+    summary["tier"] = pd.Categorical(summary["tier"], TIER_ORDER, ordered=True)
     return summary.sort_values(["kind", "name", "tier"], kind="stable").reset_index(drop=True)
 
 
-def quality_wide(summary: pd.DataFrame, kind: str) -> pd.DataFrame:
-    """One row per engine or operation, columns "<tier> mask AP" / "<tier> boundary AP" as "mean ± sd" (%)."""
-    part = summary[summary["kind"] == kind]
+def quality_wide(summary: pd.DataFrame, kind: str, clean: dict | None = None) -> pd.DataFrame:
+    """One row per engine or operation, columns "<tier> mask AP" / "<tier> boundary AP" as "mean ± sd" (%); with
+    ``clean`` (``quality.clean_scores``) a first row of the clean annotations scored against themselves."""
     rows = {}
-    for _, r in part.iterrows():
+    if clean is not None:
+        rows["clean (vs itself)"] = {f"{t} {label}": f"{100 * clean[m]:.1f}" for t in TIER_ORDER
+                                     for m, label in (("mask_AP", "mask AP"), ("boundary_AP", "boundary AP"))}
+    for _, r in summary[summary["kind"] == kind].iterrows():
         for metric, label in (("mask_AP", "mask AP"), ("boundary_AP", "boundary AP")):
             sd = r[f"{metric}_std"]
             text = f"{100 * r[f'{metric}_mean']:.1f}" + ("" if np.isnan(sd) else f" ± {100 * sd:.1f}")
             rows.setdefault(r["name"], {})[f"{r['tier']} {label}"] = text
-    columns = [f"{t} {m}" for t in TIERS for m in ("mask AP", "boundary AP")]
+    columns = [f"{t} {m}" for t in TIER_ORDER for m in ("mask AP", "boundary AP")]
     return pd.DataFrame(rows).T.reindex(columns=[c for c in columns if any(c in v for v in rows.values())])
 
 
@@ -118,17 +121,17 @@ def table7_retained(paper: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def table7_ours(summary: pd.DataFrame) -> pd.DataFrame:
+def table7_ours(summary: pd.DataFrame, clean: dict) -> pd.DataFrame:
     """Our annotation-level AP (%, mean over seeds) of Table 7's operations in its long form (operation, level,
-    metric ``<metric>_retained``, value): the share of a perfect score the noisy annotations keep against the clean
-    ones (clean annotations score 100)."""
+    metric ``<metric>_retained``, value), as shares of the clean annotations' own score (``quality.clean_scores``:
+    100 % unless the evaluation loses instances)."""
     part = summary[(summary["kind"] == "ablation") & summary["name"].isin(TABLE7_OPERATIONS)]
-    rows = [{"operation": r["name"], "level": str(r["tier"]), "metric": f"{m}_retained", "value": 100 * r[f"{m}_mean"]}
-            for _, r in part.iterrows() for m in ("mask_AP", "boundary_AP")]
-    rows += [{"operation": "clean", "level": t, "metric": f"{m}_retained", "value": 100.0}
-             for t in TIERS for m in ("mask_AP", "boundary_AP")]
+    rows = [{"operation": r["name"], "level": str(r["tier"]), "metric": f"{m}_retained",
+             "value": 100 * r[f"{m}_mean"] / clean[m]} for _, r in part.iterrows() for m in ("mask_AP", "boundary_AP")]
+    rows += [{"operation": "clean", "level": t, "metric": f"{m}_retained", "value": 100 * clean[m] / clean[m]}
+             for t in TIER_ORDER for m in ("mask_AP", "boundary_AP")]
     return pd.DataFrame(rows)
 
 
-__all__ = ["TIERS", "table1", "table1_long", "legacy_presets", "mean_iou", "engine_effects", "quality_summary",
+__all__ = ["table1", "table1_long", "legacy_presets", "mean_iou", "engine_effects", "quality_summary",
            "quality_wide", "TABLE7_OPERATIONS", "table7_retained", "table7_ours"]

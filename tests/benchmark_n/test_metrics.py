@@ -219,6 +219,30 @@ def test_annotation_quality_counts_deletions_and_ignores_noisy_crowds():
     assert quality["mask_AP"] == pytest.approx(51 / 101) and quality["boundary_AP"] == pytest.approx(51 / 101)
 
 
+def test_ground_truth_id_0_is_matched_like_any_other():
+    """COCOeval records a match by the ground truth's id and reads 0 as "unmatched"; Cityscapes' converter numbers
+    annotations from 0."""
+    clean = dataset([(1, 1, rect(20, 20, 100, 100)), (1, 2, rect(20, 300, 100, 100))])
+    for ann in clean["annotations"]:
+        ann["id"] -= 1
+    quality = annotation_quality(clean, clean)
+    assert quality["mask_AP"] == pytest.approx(1.0) and quality["boundary_AP"] == pytest.approx(1.0)
+    assert [a["id"] for a in clean["annotations"]] == [0, 1]  # the caller's dict is not renumbered
+
+
+def test_every_instance_of_a_crowded_image_counts():
+    """COCO keeps 100 detections per image; annotation quality raises it to the most an image holds (LVIS)."""
+    objects = [(1, 1, rect(40 * (k // 15) + 5, 40 * (k % 15) + 5, 25, 25)) for k in range(150)]
+    clean = dataset(objects, n_categories=1)
+    assert coco_ap(clean, detections(objects))["AP"] == pytest.approx(101 * 100 / 150 / 101, abs=0.01)  # COCO's cap
+    quality = annotation_quality(clean, clean)
+    assert quality["mask_AP"] == pytest.approx(1.0) and quality["boundary_AP"] == pytest.approx(1.0)
+    faster = boundary_ap(clean, detections(objects), backend="faster_coco_eval", max_dets=150)
+    assert faster["AP"] == pytest.approx(1.0)
+    with pytest.raises(ConfigError, match="at least COCO's 100"):
+        coco_ap(clean, detections(objects), max_dets=50)
+
+
 # ------------------------------------------------------------------------------------------------ Boundary IoU / AP
 def test_mask_to_boundary_is_the_inner_band_of_width_d():
     d = 16

@@ -347,6 +347,13 @@ def test_every_spatial_ablation_changes_masks_and_nothing_else(shapes, operation
     assert 0.3 < mean_iou(shapes, out.dataset) < 1
 
 
+@pytest.mark.parametrize("operation", sorted(ABLATIONS))
+def test_the_seed_matters_exactly_for_the_random_ablations(shapes, operation):
+    """``Ablation.random`` is what lets the annotation-quality runs score a seed-free operation once."""
+    a, b = (ablate(shapes, operation, "high", seed=s).dataset["annotations"] for s in (0, 1))
+    assert (a != b) == ABLATIONS[operation].random
+
+
 # ------------------------------------------------------------------------------------------------ single operations
 def test_approximate():
     circle = np.stack([50 + 30 * np.cos(t := np.linspace(0, 2 * np.pi, 100, endpoint=False)), 50 + 30 * np.sin(t)], 1)

@@ -81,10 +81,32 @@ def test_engine_claims_on_a_dataset(shapes):
     effects = tables.engine_effects(shapes, ["paper", "legacy_v0"])
     assert set(effects["engine"]) == {"paper", "legacy_v0"} and (effects["mean IoU with clean"] < 1).all()
     found = {r["claim"]: r for r in claims.engine_claims(shapes, effects)}
-    v2 = next(r for c, r in found.items() if c.startswith("The official noise_annotations_v2.py"))
-    assert v2["holds"] and v2["detail"].startswith("v2 as released: 0 flips")
+    flip = next(r for c, r in found.items() if c.startswith("The class flip changes p_class"))
+    assert flip["holds"] and flip["detail"].endswith("released v2: 0 flips")
     seeds = next(r for c, r in found.items() if c.startswith("Each seed draws"))
     assert seeds["holds"]
+
+
+def test_the_flip_rate_claim_is_binomial_over_the_instances_with_a_sibling(shapes, monkeypatch):
+    """Pooled over seeds to about 3,000 draws (at most 50 seeds); a flip rate other than p_class fails it; a dataset
+    without sibling classes cannot test it ("not run")."""
+    record = claims._flip_rate_claim(shapes, 0.05)
+    eligible = int(record["detail"].split("; ")[1].split(" instances")[0].lstrip("("))
+    draws = int(record["detail"].split(" of ")[1].split(" draws")[0])
+    assert record["holds"] and draws == eligible * min(50, -(-claims.FLIP_TRIALS // eligible))
+    assert claims._flip_rate_claim(shapes, 0.2)["holds"] is False  # 5 % observed is not 20 %
+    lonely = {**shapes, "categories": [{**c, "supercategory": c["name"]} for c in shapes["categories"]]}
+    assert claims._flip_rate_claim(lonely, 0.05)["holds"] is None
+
+
+def test_missing_tiers_or_operations_make_claims_not_run():
+    frame = frame_of({"paper": {0: ((0.7, np.nan, 0.3), (0.6, np.nan, 0.1))}}).dropna(subset=["mask_AP"])
+    first = claims.quality_claims(frame, tables.quality_summary(frame))[0]
+    assert first["verdict"] == "not run"  # mid was not run: "no" would be wrong
+    ops = {"random_scale": (0.85, 0.75, 0.65), "approximation": (0.95, 0.85, 0.7)}  # no dilation or erosion
+    summary = tables.quality_summary(frame_of({op: {0: (m, m)} for op, m in ops.items()}, kind="ablation"))
+    found = {r["claim"].split(" (")[0]: r["verdict"] for r in claims._ablation_claims(summary)}
+    assert found["Random scale"] == "not run" and found["Approximation is the mildest spatial noise at the low tier"] == "not run"
 
 
 def test_quality_runs_are_cached_and_scored(shapes, tmp_path, monkeypatch):
@@ -98,6 +120,9 @@ def test_quality_runs_are_cached_and_scored(shapes, tmp_path, monkeypatch):
     assert (frame["boundary_AP"] <= frame["mask_AP"] + 1e-9).all()
     monkeypatch.setattr("benchmark_n.quality.annotation_quality", lambda *a, **k: pytest.fail("recomputed a cached variant"))
     assert quality_table(shapes, variants, cache=cache).equals(frame)
+    # a seed-free operation (opening) is scored once for every seed; a random one (shift) per seed
+    more = quality_table(shapes, ablation_variants(["opening"], ["mid"], [0, 1, 2]), cache=cache)
+    assert len(more) == 3 and more["mask_AP"].nunique() == 1
 
 
 def test_variants_are_checked():
@@ -128,8 +153,10 @@ def test_annotation_quality_page_end_to_end(tmp_path, cache_dir):
     settings = {"n_images": 6, "seeds": [0], "engines": ["paper"], "ablations": ["dilation", "erosion", "opening"]}
     page = AnnotationQuality("smoke", settings=settings, out_dir=tmp_path)
     assert page.run()["variants scored"].sum() == 12
+    assert page.clean["mask_AP"] == pytest.approx(1.0) and page.ablation_table().index[0] == "clean (vs itself)"
     comparison = page.compare_with_paper()
     assert comparison["ours"].notna().sum() == 6 * 4 and "reduced" in comparison["ours_on"].iloc[0]
+    assert comparison["diff"].isna().all()  # a trained model's share and the annotations' are not subtracted
     records = page.claims()
     assert (tmp_path / "claims.json").exists() and (tmp_path / "comparison.csv").exists()
     assert "not run" in set(records["verdict"])  # shift, localization, ... were not in the settings
