@@ -134,4 +134,37 @@ def _ablation_claims(summary: pd.DataFrame) -> list[dict]:
     ]
 
 
-__all__ = ["engine_claims", "quality_claims"]
+def benchmark_claims(entries, again) -> list[dict]:
+    """Notebook 02: every file is valid COCO whose annotations match its manifest's count, and writing the same
+    benchmarks again keeps them byte for byte (``again``: the ``BenchmarkFile`` list of the second write)."""
+    import contextlib
+    import io
+
+    from pycocotools import mask as mask_utils
+    from pycocotools.coco import COCO
+
+    from benchmark_n.benchmarks import read_benchmark
+
+    problems = []
+    for e in entries:
+        dataset, manifest = read_benchmark(e.path)
+        with contextlib.redirect_stdout(io.StringIO()):
+            coco = COCO(str(e.path))
+        areas = [float(mask_utils.area(coco.annToRLE(a))) for a in coco.dataset["annotations"]]
+        if len(dataset["annotations"]) != manifest["kept"] or not all(a > 0 for a in areas):
+            problems.append(e.path.name)
+    kept = [a for a in again if not a.written]
+    same = all(a.manifest["sha256"] == e.manifest["sha256"] for a, e in zip(again, entries))
+    return [
+        claim_record("Every benchmark file is COCO JSON that pycocotools loads, with as many annotations as its "
+                     "manifest records, every mask non-empty", verdict(not problems, *([1] if entries else [None])),
+                     f"{len(entries) - len(problems)} of {len(entries)} files"
+                     + (f"; not: {', '.join(problems[:3])}" if problems else "")),
+        claim_record("The same source, engine, tier, seed and code give the same file again (Sec. 3.3: reproducible "
+                     "stress tests)", verdict(len(kept) == len(entries) and same, *([1] if entries else [None])),
+                     f"second write: {len(kept)} of {len(entries)} files kept, checksums "
+                     f"{'identical' if same else 'different'}"),
+    ]
+
+
+__all__ = ["engine_claims", "quality_claims", "benchmark_claims"]

@@ -15,6 +15,7 @@ import pandas as pd
 
 from benchmark_n import claims as C
 from benchmark_n import figures, tables
+from benchmark_n.benchmarks import write_benchmark
 from benchmark_n.noise import noise_dataset
 from benchmark_n.quality import ablation_variants, clean_scores, engine_variants, quality_table
 from benchmark_n.shapes import coins, horse
@@ -114,6 +115,35 @@ class NoiseEngine(Page):
         return self._finish(C.engine_claims(self.dataset, self.effects))
 
 
+class BenchmarkFiles(Page):
+    """02: the noisy benchmark files (the dataset under each engine, tier and seed) with their manifests."""
+
+    notebook = "02_benchmark_files"
+
+    @property
+    def folder(self):
+        return self.report.out_dir / "benchmarks"
+
+    def _write(self) -> list:
+        prefix = f"{self.data.source}-n_{self.cfg.get('split', 'val')}"
+        return [write_benchmark(self.dataset, self.folder, prefix, engine, tier, seed)
+                for engine in self.cfg.engines for tier in self.cfg.tiers for seed in self.cfg.benchmark_seeds]
+
+    def write(self) -> pd.DataFrame:
+        """Write every file the settings define (kept where an identical one is there); one row per file."""
+        self.entries = self._write()
+        table = tables.benchmark_files(self.entries)
+        self.report.table(table, "benchmark_files")
+        return table
+
+    def compare_with_paper(self) -> pd.DataFrame:
+        ours = tables.manifest_table1(self.entries).assign(ours_on="the presets recorded in the files' manifests")
+        return self.report.compare(ours, "table1", on=["tier"])
+
+    def claims(self) -> pd.DataFrame:
+        return self._finish(C.benchmark_claims(self.entries, self._write()))
+
+
 class AnnotationQuality(Page):
     """01: Fig. 11 and the annotation-level analogue of Table 7: noisy annotations scored against the clean ones."""
 
@@ -165,4 +195,4 @@ class AnnotationQuality(Page):
         return self._finish(C.quality_claims(self.frame, self.summary))
 
 
-__all__ = ["Page", "NoiseEngine", "AnnotationQuality"]
+__all__ = ["Page", "NoiseEngine", "BenchmarkFiles", "AnnotationQuality"]

@@ -107,6 +107,37 @@ def quality_wide(summary: pd.DataFrame, kind: str, clean: dict | None = None) ->
     return pd.DataFrame(rows).T.reindex(columns=[c for c in columns if any(c in v for v in rows.values())])
 
 
+def benchmark_files(entries) -> pd.DataFrame:
+    """One row per written benchmark file (``benchmarks.BenchmarkFile``): what made it and what its manifest counts,
+    as shares of the instances."""
+    rows = []
+    for e in entries:
+        m, n = e.manifest, max(e.manifest["annotations_in"], 1)
+        rows.append({"file": e.path.name, "engine": m["engine"], "tier": m["tier"], "seed": m["seed"],
+                     "instances": m["annotations_in"], "kept": m["kept"],
+                     **{f"{k} %": round(100 * m[k] / n, 2) for k in ("deleted", "implicitly_deleted", "class_flipped",
+                                                                    "spatially_noised")},
+                     "MB": round(e.path.stat().st_size / 1e6, 3), "written now": e.written})
+    return pd.DataFrame(rows)
+
+
+def manifest_table1(entries) -> pd.DataFrame:
+    """Table 1's numbers as the paper-engine files' manifests record them (tier, metric, value)."""
+    rows, seen = [], set()
+    for e in entries:
+        m = e.manifest
+        if m["engine"] != "paper" or m["tier"] in seen:
+            continue
+        seen.add(m["tier"])
+        preset = m["preset"]
+        for key, field in TABLE1_ROWS.items():
+            rows += [{"tier": m["tier"], "metric": f"{key}_mean", "value": preset[field][0]},
+                     {"tier": m["tier"], "metric": f"{key}_std", "value": preset[field][1]}]
+        rows += [{"tier": m["tier"], "metric": "p_class", "value": preset["p_cls"]},
+                 {"tier": m["tier"], "metric": "p_delete", "value": preset["p_del"]}]
+    return pd.DataFrame(rows, columns=["tier", "metric", "value"])
+
+
 #: Table 7's rows and the ablation operation that is our annotation-level analogue of each
 TABLE7_OPERATIONS = ("dilation", "erosion", "opening", "random_scale", "shift", "localization", "approximation")
 
@@ -133,5 +164,5 @@ def table7_ours(summary: pd.DataFrame, clean: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-__all__ = ["table1", "table1_long", "legacy_presets", "mean_iou", "engine_effects", "quality_summary",
+__all__ = ["benchmark_files", "manifest_table1", "table1", "table1_long", "legacy_presets", "mean_iou", "engine_effects", "quality_summary",
            "quality_wide", "TABLE7_OPERATIONS", "table7_retained", "table7_ours"]

@@ -163,6 +163,10 @@ BENCHMARK_N_CHECKS = {
         "Class flips and deletions leave Boundary AP equal to mask AP (they do not move boundaries)",
         "Erosion hurts more than dilation at every level (Table 7, Sec. 4.4: erosions affect boundary fidelity most)",
         "Opening (erode then dilate) leaves the annotations almost clean (Table 7: opening = clean)"],
+    "02_benchmark_files": [
+        "Every benchmark file is COCO JSON that pycocotools loads, with as many annotations as its manifest records, "
+        "every mask non-empty",
+        "The same source, engine, tier, seed and code give the same file again (Sec. 3.3: reproducible stress tests)"],
 }
 
 FAITHFULNESS_CHECKS = {("ciln", nb): checks for nb, checks in CILN_CHECKS.items()} | \

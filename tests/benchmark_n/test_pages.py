@@ -161,3 +161,15 @@ def test_annotation_quality_page_end_to_end(tmp_path, cache_dir):
     assert (tmp_path / "claims.json").exists() and (tmp_path / "comparison.csv").exists()
     assert "not run" in set(records["verdict"])  # shift, localization, ... were not in the settings
     assert page.figure11() is not None and page.table7_ordering() is not None
+
+
+def test_benchmark_files_page_writes_checks_and_compares(tmp_path, cache_dir):
+    from benchmark_n.pages import BenchmarkFiles
+
+    page = BenchmarkFiles("smoke", settings={"n_images": 4, "tiers": ["low", "high"]}, out_dir=tmp_path)
+    table = page.write()
+    assert len(table) == 4 and table["written now"].all() and (tmp_path / "benchmarks").is_dir()
+    comparison = page.compare_with_paper()
+    assert set(comparison["tier"]) == {"low", "mid", "high"} and comparison["diff"].abs().max() == 0  # mid: not written
+    assert comparison["ours"].notna().sum() == 16
+    assert set(page.claims()["verdict"]) == {"yes"}
