@@ -147,4 +147,23 @@ def paper_vs_ours_table7(comparison: pd.DataFrame, report=None):
     return finish_figure(fig, report, "table7_ordering")
 
 
-__all__ = ["OPERATIONS", "FIG11_ROWS", "figure2", "annotation_grid", "figure11", "paper_vs_ours_table7"]
+def benchmark_counts(files: pd.DataFrame, report=None):
+    """What the noise did in each benchmark file (``tables.benchmark_files``): the share of the instances deleted,
+    implicitly deleted, class-flipped and spatially noised, per engine and tier (mean over seeds)."""
+    counts = ["deleted %", "implicitly_deleted %", "class_flipped %", "spatially_noised %"]
+    means = files.groupby(["engine", "tier"], sort=False)[counts].mean()
+    engines = list(dict.fromkeys(files["engine"]))
+    fig, axes = plt.subplots(1, len(engines), figsize=(5.5 * len(engines), 3.4), sharey=True, squeeze=False)
+    for ax, engine in zip(axes[0], engines):
+        part = means.loc[engine].reindex([t for t in TIER_ORDER if t in means.loc[engine].index])
+        x = np.arange(len(part))
+        for i, column in enumerate(counts):
+            ax.bar(x + (i - 1.5) * 0.2, part[column], width=0.2, label=column.replace("_", " ").replace(" %", ""))
+        ax.set_xticks(x, part.index)
+        ax.set(title=f"{engine} engine", xlabel="tier", ylabel="% of the instances")
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=len(counts), fontsize="small")
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return finish_figure(fig, report, "benchmark_counts")
+
+
+__all__ = ["OPERATIONS", "FIG11_ROWS", "benchmark_counts", "figure2", "annotation_grid", "figure11", "paper_vs_ours_table7"]

@@ -132,9 +132,12 @@ class BenchmarkFiles(Page):
     def write(self) -> pd.DataFrame:
         """Write every file the settings define (kept where an identical one is there); one row per file."""
         self.entries = self._write()
-        table = tables.benchmark_files(self.entries)
-        self.report.table(table, "benchmark_files")
-        return table
+        self.files = tables.benchmark_files(self.entries)
+        self.report.table(self.files, "benchmark_files")
+        return self.files
+
+    def figure(self):
+        return figures.benchmark_counts(self.files, self.report)
 
     def compare_with_paper(self) -> pd.DataFrame:
         ours = tables.manifest_table1(self.entries).assign(ours_on="the presets recorded in the files' manifests")

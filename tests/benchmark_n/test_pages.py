@@ -169,6 +169,7 @@ def test_benchmark_files_page_writes_checks_and_compares(tmp_path, cache_dir):
     page = BenchmarkFiles("smoke", settings={"n_images": 4, "tiers": ["low", "high"]}, out_dir=tmp_path)
     table = page.write()
     assert len(table) == 4 and table["written now"].all() and (tmp_path / "benchmarks").is_dir()
+    assert page.figure() is not None and (tmp_path / "benchmark_counts.png").exists()
     comparison = page.compare_with_paper()
     assert set(comparison["tier"]) == {"low", "mid", "high"} and comparison["diff"].abs().max() == 0  # mid: not written
     assert comparison["ours"].notna().sum() == 16
