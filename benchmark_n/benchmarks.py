@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmark_n.coco import check_coco, write_coco
-from benchmark_n.noise import canonical_tier, noise_dataset
+from benchmark_n.noise import canonical_tier, engine_settings, noise_dataset
 from benchmark_n.quality import fingerprint
 from shared.datasets.files import read_json
 from shared.errors import DataFormatError, DataNotFoundError
@@ -70,8 +70,7 @@ def write_benchmark(dataset: dict, folder, prefix: str, engine: str = "paper", t
     """The noisy copy of ``dataset`` (``noise.noise_dataset`` with ``engine``, ``tier``, ``seed`` and ``options``)
     written to ``folder`` with its manifest, unless an identical one is there (module docstring)."""
     path = Path(folder) / benchmark_name(prefix, engine, tier, seed)
-    probe = noise_dataset({**dataset, "annotations": []}, engine, tier, seed, **options).manifest  # settings, code
-    wanted = {"source": fingerprint(dataset), **{k: probe[k] for k in ("engine", "tier", "seed", "options", "code")}}
+    wanted = {"source": fingerprint(dataset), **engine_settings(engine, tier, seed, **options)}
     kept = _up_to_date(path, wanted)
     if kept is not None:
         return BenchmarkFile(path, kept, written=False)

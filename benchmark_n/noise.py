@@ -490,6 +490,16 @@ def noise_dataset(dataset: dict, engine: str = "paper", tier: str = "low", seed:
     return NoisyDataset(noisy, manifest)
 
 
+def engine_settings(engine: str, tier: str, seed: int, **options) -> dict:
+    """What a ``noise_dataset`` call is made of, checked, with every option resolved: engine, tier (canonical), seed,
+    options and the code fingerprint (the keys its manifest records for them)."""
+    if engine not in ENGINES:
+        raise unknown_choice("engine", engine, ENGINES)
+    return {"engine": engine, "tier": canonical_tier(tier), "seed": seed,
+            "options": _resolve_options(engine, ENGINES[engine].options, options),
+            "code": code_fingerprint(noise_dataset)}
+
+
 def _resolve_options(engine: str, declared: dict[str, tuple], given: dict) -> dict:
     for name, value in given.items():
         if name not in declared:
@@ -647,7 +657,7 @@ def ablate(dataset: dict, operation: str, level: str, seed: int = 0) -> NoisyDat
     return NoisyDataset(noisy, manifest)
 
 
-__all__ = ["TIERS", "TIER_ORDER", "COUNTS", "PaperPreset", "LegacyV0Preset", "PRESETS", "LEGACY_V0_PRESETS", "canonical_tier",
+__all__ = ["TIERS", "TIER_ORDER", "COUNTS", "engine_settings", "PaperPreset", "LegacyV0Preset", "PRESETS", "LEGACY_V0_PRESETS", "canonical_tier",
            "NoisyDataset", "JITTER_MODES", "MORPH_OPS", "CLASS_MATRICES", "approximate", "jitter", "morph",
            "shift", "sibling_map", "sibling_flip", "class_matrix", "PAPER_STEPS", "Engine", "ENGINES",
            "noise_dataset", "Ablation", "ABLATIONS", "ablate"]

@@ -20,22 +20,18 @@ from benchmark_n.noise import noise_dataset
 from benchmark_n.quality import ablation_variants, clean_scores, engine_variants, quality_table
 from benchmark_n.shapes import coins, horse
 from benchmark_n.sources import load_annotations
-from shared.plotting import set_style
-from shared.profiles import notebook_settings
-from shared.report import NotebookReport, claims_frame, compare_with_paper, reported
+from shared.pages import NotebookPage
+from shared.report import compare_with_paper, reported
 
 PAPER = "benchmark_n"
 
 
-class Page:
-    notebook = ""
+class Page(NotebookPage):
+    paper = PAPER
 
     def __init__(self, profile: str = "smoke", *, data_dir=None, settings=None, out_dir=None):
-        self.cfg = notebook_settings(PAPER, self.notebook, profile, settings)
-        self.overridden = bool(settings)
-        self.report = NotebookReport(PAPER, self.notebook, out_dir, profile)
+        super().__init__(profile, settings=settings, out_dir=out_dir)
         self.data_dir = data_dir
-        set_style()
 
     @cached_property
     def data(self):
@@ -44,15 +40,6 @@ class Page:
     @property
     def dataset(self) -> dict:
         return self.data.dataset
-
-    def settings_table(self) -> pd.DataFrame:
-        return self.cfg.to_frame()
-
-    def _finish(self, records: list[dict]) -> pd.DataFrame:
-        self.report.claims.extend(records)
-        self.report.finish()
-        return claims_frame(records)
-
 
 class NoiseEngine(Page):
     """00: Table 1, the two engines' effect on a dataset, and Figs. 2, 3 and 12."""

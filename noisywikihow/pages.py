@@ -20,26 +20,22 @@ from noisywikihow import figures, hparams, tables
 from noisywikihow.benchmark import noise_name
 from noisywikihow.experiments import RunSpec, Training, run_grid, scores
 from noisywikihow.sources import encoded, load_benchmark
-from shared.plotting import set_style
-from shared.profiles import notebook_settings
 from shared.errors import ConfigError
-from shared.report import NotebookReport, claims_frame, reported
+from shared.pages import NotebookPage
+from shared.report import reported
 
 PAPER = "noisywikihow"
 
 
-class Page:
-    notebook = ""
+class Page(NotebookPage):
+    paper = PAPER
 
     def __init__(self, profile: str = "smoke", *, data_dir=None, device="auto", settings=None, out_dir=None):
-        self.cfg = notebook_settings(PAPER, self.notebook, profile, settings)
-        self.overridden = bool(settings)
-        self.report = NotebookReport(PAPER, self.notebook, out_dir, profile)
+        super().__init__(profile, settings=settings, out_dir=out_dir)
         self.data_dir, self.device = data_dir, device  # resolved where the work runs (a Slurm job's node)
         self.training = Training.from_settings(self.cfg, device)
         self.runs: list = []
         self._features: dict = {}
-        set_style()
 
     @cached_property
     def bench(self):
@@ -71,15 +67,6 @@ class Page:
 
     def train(self, specs, encoder: str | None = None, model: str | None = None) -> list:
         return run_grid(self.features(encoder, model), specs, self.training, executor=self.cfg.executor)
-
-    def settings_table(self) -> pd.DataFrame:
-        return self.cfg.to_frame()
-
-    def _finish(self, records: list[dict]) -> pd.DataFrame:
-        self.report.claims.extend(records)
-        self.report.finish()
-        return claims_frame(records)
-
 
 class DatasetAndNoise(Page):
     """00: Tables 1-3, 6, 7, Fig. 1 and the audit of the noisy training sets."""

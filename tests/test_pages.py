@@ -1,0 +1,27 @@
+"""shared.pages.NotebookPage: the settings a page runs with, and the claims it writes for the book."""
+import json
+
+import pytest
+
+from shared.errors import ConfigError
+from shared.pages import NotebookPage
+from shared.report import claim_record
+
+
+class Engine(NotebookPage):
+    paper, notebook = "benchmark_n", "00_noise_engine"
+
+
+def test_settings_overrides_and_claims_reach_the_report(tmp_path):
+    page = Engine("smoke", settings={"example_images": 2}, out_dir=tmp_path)
+    table = page.settings_table()
+    assert page.overridden and page.cfg.example_images == 2 and "example_images" in set(table.iloc[:, 0])
+    shown = page._finish([claim_record("a", True), claim_record("b", None, "input not run")])
+    assert list(shown["verdict"]) == ["yes", "not run"]
+    assert [c["claim"] for c in json.loads((tmp_path / "claims.json").read_text())] == ["a", "b"]
+    assert not Engine("smoke", out_dir=tmp_path).overridden
+
+
+def test_an_unknown_setting_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="example_image"):
+        Engine("smoke", settings={"example_image": 2}, out_dir=tmp_path)
