@@ -657,7 +657,39 @@ def ablate(dataset: dict, operation: str, level: str, seed: int = 0) -> NoisyDat
     return NoisyDataset(noisy, manifest)
 
 
+# ------------------------------------------------------------------------------------------------ class noise alone
+CLASS_NOISE_CODE = 116  # keys the random streams of ``class_noise``
+
+
+def _class_only(ann: dict, h: int, w: int, rng: np.random.Generator, category_ids: tuple, row: dict,
+                matrix: np.ndarray) -> dict:
+    original = ann["category_id"]
+    probabilities = matrix[row[original]]
+    ann["category_id"] = category_ids[int(rng.choice(len(probabilities), p=probabilities))]
+    return _mark(ann, original, [])
+
+
+def class_noise(dataset: dict, rate: float, kind: str = "uniform", seed: int = 0) -> NoisyDataset:
+    """Class noise alone (Tables 9 and 10): every non-crowd annotation's category drawn from its row of
+    ``class_matrix(categories, rate, kind)``, the geometry untouched (crowds copied unchanged).
+
+    ``kind="uniform"`` is the paper's "Sym p %" (the official ``uniform_mix_C``: with K categories a label changes
+    with probability p (1 - 1/K)); ``"superclass"`` its "Asym p %" (mixing within the super-category). ``rate`` in
+    [0, 1]. The manifest has engine "class_noise", rate, kind, seed, code and the ``COUNTS``."""
+    if not 0.0 <= float(rate) <= 1.0:
+        raise ConfigError(f"class-noise rate must be in [0, 1], got {rate!r}")
+    check_coco(dataset)
+    categories = dataset["categories"]
+    ids = tuple(c["id"] for c in categories)
+    noise = partial(_class_only, category_ids=ids, row={c: i for i, c in enumerate(ids)},
+                    matrix=class_matrix(categories, float(rate), kind))
+    noisy, counts = _run(dataset, noise, CLASS_NOISE_CODE, seed, True, f"class noise {kind} {rate}")
+    manifest = {"engine": "class_noise", "rate": float(rate), "kind": kind, "seed": seed,
+                "code": code_fingerprint(noise_dataset), **counts}
+    return NoisyDataset(noisy, manifest)
+
+
 __all__ = ["TIERS", "TIER_ORDER", "COUNTS", "engine_settings", "PaperPreset", "LegacyV0Preset", "PRESETS", "LEGACY_V0_PRESETS", "canonical_tier",
            "NoisyDataset", "JITTER_MODES", "MORPH_OPS", "CLASS_MATRICES", "approximate", "jitter", "morph",
            "shift", "sibling_map", "sibling_flip", "class_matrix", "PAPER_STEPS", "Engine", "ENGINES",
-           "noise_dataset", "Ablation", "ABLATIONS", "ablate"]
+           "noise_dataset", "Ablation", "ABLATIONS", "ablate", "class_noise"]

@@ -12,6 +12,7 @@ seed ``shapes_seed``); ``coco2017``, ``cityscapes`` or ``lvis_v1`` read ``split`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import cv2
@@ -19,7 +20,7 @@ import numpy as np
 
 from benchmark_n import formats
 from benchmark_n.shapes import generate_shapes, preset
-from shared.errors import unknown_choice
+from shared.errors import DataNotFoundError, unknown_choice
 from shared.paths import data_dir as default_data_dir
 
 DATASETS = {"shapes": "COCO-shapes, generated here (benchmark_n.shapes)", **{
@@ -35,16 +36,24 @@ class Annotations:
     root: Path | None = None  # a real dataset's folder
     split: str = ""
 
-    def image(self, image_id: int) -> np.ndarray:
-        """(h, w, 3) uint8 RGB image of ``image_id``: the stand-in's array, or the real file (a plain grey canvas
-        of the image's size when the images were not downloaded: the annotations alone are enough here)."""
-        position = next(i for i, im in enumerate(self.dataset["images"]) if im["id"] == image_id)
+    @cached_property
+    def _positions(self) -> dict[int, int]:
+        return {im["id"]: i for i, im in enumerate(self.dataset["images"])}
+
+    def image(self, image_id: int, required: bool = False) -> np.ndarray:
+        """(h, w, 3) uint8 RGB image of ``image_id``: the stand-in's array, or the real file. A file that is missing
+        or unreadable gives a plain grey canvas of the image's size (the annotations alone are enough for the
+        annotation-level notebooks), or, with ``required`` (a model trains or predicts on it), DataNotFoundError."""
+        position = self._positions[image_id]
         if self.images is not None:
             return self.images[position]
         entry = self.dataset["images"][position]
         path = formats.image_path(self.root, self.source, self.split, entry)
         picture = cv2.imread(str(path), cv2.IMREAD_COLOR) if path.is_file() else None
         if picture is None:
+            if required:
+                raise DataNotFoundError(f"image {image_id} of {self.name}: {path} is missing or not an image; a model "
+                                        "needs the images (download them next to the annotations)")
             return np.full((entry["height"], entry["width"], 3), 200, np.uint8)
         return cv2.cvtColor(picture, cv2.COLOR_BGR2RGB)
 

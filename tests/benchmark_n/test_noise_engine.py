@@ -431,3 +431,27 @@ def test_tier_aliases_give_the_same_noise():
         for engine in ENGINES:
             a, b = noise_dataset(data, engine, alias), noise_dataset(data, engine, tier)
             assert a.dataset == b.dataset and a.manifest["tier"] == tier
+
+
+@pytest.mark.parametrize("rate", [0.2, 0.5, 0.8])
+def test_class_noise_alone_flips_at_the_symmetric_rate_and_keeps_the_geometry(rate):
+    from benchmark_n.noise import class_noise
+    clean = squares_dataset()
+    noisy = class_noise(clean, rate, seed=0)
+    out = noisy.dataset["annotations"]
+    assert [a["segmentation"] for a in out] == [a["segmentation"] for a in clean["annotations"]]
+    flipped = [a["category_id"] != a["noise"]["original_category_id"] for a in out]
+    assert noisy.manifest["class_flipped"] == sum(flipped)
+    assert binomial_ok(sum(flipped), len(out), rate * (1 - 1 / 3))  # uniform_mix_C over K = 3
+    assert class_noise(clean, rate, seed=0).dataset == noisy.dataset
+
+
+def test_asymmetric_class_noise_stays_within_the_super_category():
+    from benchmark_n.noise import class_noise
+    out = class_noise(squares_dataset(), 0.4, "superclass", seed=1).dataset["annotations"]
+    assert all(a["category_id"] == 3 for a in out if a["noise"]["original_category_id"] == 3)
+    pair = [a for a in out if a["noise"]["original_category_id"] != 3]
+    assert all(a["category_id"] in (1, 2) for a in pair)
+    assert binomial_ok(sum(a["noise"]["class_flipped"] for a in pair), len(pair), 0.4 / 2)
+    with pytest.raises(ConfigError, match="rate"):
+        class_noise(squares_dataset(), 1.5)

@@ -139,10 +139,14 @@ def test_sources_read_the_real_layout_and_name_what_is_missing(tmp_path):
     cfg = Settings(dataset="coco2017", dataset_dir="coco", split="val")
     with pytest.raises(DataNotFoundError, match="instances_val2017.json"):
         load_annotations(cfg, tmp_path)
-    assert write_rehearsal_data(tmp_path) == ["coco"]
+    assert write_rehearsal_data(tmp_path) == ["coco", "camus"]
     data = load_annotations(cfg, tmp_path)
     first = data.dataset["images"][0]
     assert data.source == "coco2017" and data.image(first["id"]).shape == (first["height"], first["width"], 3)
+    (tmp_path / "coco" / "val2017" / first["file_name"]).unlink()
+    assert data.image(first["id"]).shape == (first["height"], first["width"], 3)  # a grey canvas for the annotations
+    with pytest.raises(DataNotFoundError, match=first["file_name"]):
+        data.image(first["id"], required=True)  # but a model needs the image
     shapes = load_annotations(Settings(dataset="shapes", n_images=3, shapes_seed=0, shapes_preset="annotation"))
     assert shapes.images.shape == (3, 480, 640, 3) and shapes.image(shapes.dataset["images"][2]["id"]) is not None
 

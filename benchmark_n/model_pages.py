@@ -1,0 +1,398 @@
+"""The model-level notebooks (03-08, and 09 on echocardiography): a segmenter trained on noisy annotations, evaluated on the clean val set.
+
+Every page trains (or reads from the cache) exactly the runs its settings define (``benchmark_n.runs``), so the
+clean runs, every table's baseline, are trained once for all pages; then it shows tables, figures, the paper's
+numbers beside ours and the paper's findings checked.
+
+    page = TrainEval("smoke", device="cpu")
+    page.run()                 # trains the runs not cached yet (one progress bar); a table of what ran
+    page.tier_table()          # Tables 3, 8 and 11 for our model: mask, Boundary and box AP per tier
+    page.compare_with_paper()  # the paper's Mask R-CNN beside ours
+    page.claims()
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cached_property, partial
+
+import numpy as np
+import pandas as pd
+
+from benchmark_n import camus, figures, wan
+from benchmark_n import model_figures as MF
+from benchmark_n import model_results as R
+from benchmark_n.pages import PAPER, Page
+from benchmark_n.runs import BACKENDS, DataRecipe, RunSpec, Training, TrainNoise, load_pair, run_grid
+from benchmark_n.tables import table7_retained
+from shared.paths import data_dir as default_data_dir
+from shared.progress import progress
+from shared.errors import ConfigError
+from shared.report import compare_with_paper, reported
+
+
+class ModelPage(Page):
+    """Runs of one backend on one data recipe; ``records``: one row per run (``model_results.run_records``)."""
+
+    #: settings that shrink an experiment: a run with any of them overridden is labelled reduced
+    SHRINKING = ("hparams", "n_train", "n_val", "image_size", "seeds")
+
+    def __init__(self, profile: str = "smoke", *, data_dir=None, device: str = "cpu", settings=None, out_dir=None):
+        super().__init__(profile, data_dir=data_dir, settings=settings, out_dir=out_dir)
+        cfg = self.cfg
+        self.shrunk = any(k in (settings or {}) for k in self.SHRINKING)
+        self.recipe = DataRecipe.from_settings(cfg, data_dir)
+        self.training = Training(cfg.backend, dict(cfg.get("hparams") or {}), device, bool(cfg.get("log_losses")),
+                                 float(cfg.get("dilation_ratio", 0.02)))
+
+    def noise(self, tier: str) -> TrainNoise:
+        """The training noise of a tier of the page's engine (``engine``, with ``engine_options``); clean for
+        "clean"."""
+        if tier == "clean":
+            return TrainNoise()
+        return TrainNoise("engine", self.cfg.engine, tier, options=dict(self.cfg.get("engine_options") or {}))
+
+    def specs(self) -> list[RunSpec]:
+        raise NotImplementedError
+
+    def _clean(self) -> list[RunSpec]:
+        """The clean runs, every table's baseline. Pages other than 03 list them last: when notebooks run side by
+        side, a page then trains its own runs while 03 trains the clean ones, instead of waiting for them."""
+        return [RunSpec(TrainNoise(), seed) for seed in self.cfg.seeds]
+
+    def run(self) -> pd.DataFrame:
+        """Train the runs not cached yet; the table of runs (setting, seed, mask / Boundary / box AP %)."""
+        self.runs = run_grid(self.recipe, self.specs(), self.training, executor=self.cfg.get("executor"))
+        self.records = R.run_records(self.runs)
+        self.summary = R.summarise(self.records)
+        self.report.table(self.records, "runs")
+        return self.records[["label", "loss", "seed", "mask_AP", "boundary_AP", "box_AP"]].round(1)
+
+    @property
+    def dataset_name(self) -> str:
+        return R.DATASET_NAMES.get(self.recipe.dataset, self.recipe.dataset)
+
+    @property
+    def reduced(self) -> bool:
+        return self.recipe.dataset == "shapes" or self.training.backend == "tiny" or self.shrunk
+
+    @property
+    def ours_on(self) -> str:
+        train, _ = load_pair(self.recipe)
+        what = f"{BACKENDS[self.training.backend][1].split(':')[0]} trained on {train.name}"
+        seeds = f"mean of {len(self.cfg.seeds)} seed(s)"
+        return f"{'reduced: ' if self.reduced else ''}{what}; {seeds}"
+
+    def _compare(self, ours: pd.DataFrame, paper: pd.DataFrame, on: list[str]) -> pd.DataFrame:
+        table = compare_with_paper(ours, paper, on=on)
+        self.report.comparisons.append(table)
+        return table
+
+
+class TrainEval(ModelPage):
+    """03: Tables 3, 8 and 11 (and 2, 12 on other datasets) and Fig. 7a: one model trained at every tier."""
+
+    notebook = "03_train_eval"
+
+    def specs(self) -> list[RunSpec]:
+        noisy = [RunSpec(self.noise(tier), seed) for tier in self.cfg.tiers if tier != "clean" for seed in self.cfg.seeds]
+        return (self._clean() if "clean" in self.cfg.tiers else []) + noisy
+
+    def tier_table(self) -> pd.DataFrame:
+        return R.tier_table(self.summary)
+
+    def figure7a(self):
+        paper = pd.concat([reported(PAPER, "table3"), reported(PAPER, "table12")])
+        paper = paper[(paper["model"] == "M-RCNN") & (paper["backbone"] == "R-50") & (paper["metric"] == "mask_AP")
+                      & paper["dataset"].isin(["COCO-N", "CityScapes-N", "LVIS-N"])]
+        title = f"ours: {self.training.backend} backend, {self.cfg.engine} engine"
+        return MF.figure7a(paper, self.records, title, self.report)
+
+    def compare_with_paper(self) -> pd.DataFrame:
+        """The paper's Mask R-CNN R-50 row of Tables 3, 8, 11 (12 for LVIS) beside ours: shares of the clean score
+        for a reduced run (a tiny model's absolute AP on shapes says nothing about COCO), absolute AP otherwise."""
+        tables = ["table12"] if self.dataset_name == "LVIS-N" else ["table3", "table8", "table11"]
+        paper = pd.concat([reported(PAPER, t) for t in tables], ignore_index=True)
+        paper = paper[(paper["dataset"] == self.dataset_name) & (paper["model"] == "M-RCNN")
+                      & (paper["backbone"] == "R-50")]
+        metrics = sorted(set(paper["metric"]))
+        if self.reduced:
+            paper = R.paper_retained(paper)
+        ours = R.ours_tier_long(self.summary, self.dataset_name, metrics, absolute=not self.reduced,
+                                ours_on=self.ours_on)
+        return self._compare(ours, paper, ["dataset", "model", "backbone", "tier"])
+
+    def claims(self) -> pd.DataFrame:
+        return self._finish(R.train_eval_claims(self.summary))
+
+
+class NoiseAblation(ModelPage):
+    """04: Table 7, one spatial operation on every training instance, the model trained on it."""
+
+    notebook = "04_noise_ablation"
+
+    def specs(self) -> list[RunSpec]:
+        return [RunSpec(TrainNoise("ablation", op, level), seed) for op in self.cfg.ablations
+                for level in self.cfg.levels for seed in self.cfg.seeds] + self._clean()
+
+    def ablation_table(self) -> pd.DataFrame:
+        return R.ablation_table(self.summary)
+
+    @cached_property
+    def comparison(self) -> pd.DataFrame:
+        ours = R.ablation_retained(self.summary).assign(ours_on=self.ours_on)
+        return self._compare(ours, table7_retained(reported(PAPER, "table7")), ["operation", "level"])
+
+    def compare_with_paper(self) -> pd.DataFrame:
+        return self.comparison
+
+    def figure(self):
+        ran = self.comparison.dropna(subset=["ours"])
+        ran = ran[ran["operation"] != "clean"].assign(setting=lambda f: f["operation"] + " " + f["level"])
+        frame = ran.pivot_table(index="setting", columns="metric", values="ours", sort=False)
+        paper = ran.pivot_table(index="setting", columns="metric", values="paper", sort=False)
+        return MF.bars(frame, ["mask_AP_retained", "boundary_AP_retained"],
+                       "Table 7, ours (bars) and the paper's Mask R-CNN (grey): % of the clean score kept",
+                       self.report, "table7_model", paper=paper)
+
+    def claims(self) -> pd.DataFrame:
+        return self._finish(R.ablation_claims(self.summary))
+
+
+class ClassNoise(ModelPage):
+    """05: Tables 9 and 10, class noise alone and with a spatial tier, scored per class and class-agnostically."""
+
+    notebook = "05_class_noise"
+
+    def specs(self) -> list[RunSpec]:
+        class_runs = [RunSpec(TrainNoise("class_noise", kind, rate=float(rate)), seed)
+                      for kind, rate in self.cfg.class_noise for seed in self.cfg.seeds]
+        legacy = (self.noise if self.cfg.engine == "legacy_v0" else partial(TrainNoise, "engine", "legacy_v0"))
+        combined = [RunSpec(legacy(tier), seed)
+                    for tier in self.cfg.combined_tiers for seed in self.cfg.seeds]
+        return class_runs + combined + self._clean()
+
+    def table9(self) -> pd.DataFrame:
+        return R.setting_table(self.summary, ["box_AP", "mask_AP"])
+
+    def table10(self) -> pd.DataFrame:
+        return R.setting_table(self.summary, ["box_AP_agnostic", "mask_AP_agnostic", "boundary_AP_agnostic"])
+
+    def compare_with_paper(self) -> pd.DataFrame:
+        t9 = self._compare(R.class_noise_retained(self.summary).assign(ours_on=self.ours_on),
+                           R.paper_class_retained(reported(PAPER, "table9")), ["model", "backbone", "class_noise", "rate"])
+        t10 = self._compare(R.table10_retained(self.summary).assign(ours_on=self.ours_on),
+                            R.paper_table10_retained(reported(PAPER, "table10")), ["setting"])
+        return pd.concat([t9, t10], ignore_index=True)
+
+    def figure(self):
+        frame = R.setting_frame(self.summary)
+        return MF.bars(frame, ["mask_AP", "mask_AP_agnostic", "box_AP", "box_AP_agnostic"],
+                       "Tables 9 and 10, ours: per-class vs class-agnostic AP", self.report, "class_noise")
+
+    def claims(self) -> pd.DataFrame:
+        return self._finish(R.class_noise_claims(self.summary))
+
+
+class NoisyLosses(ModelPage):
+    """06: Table 13 (cross-entropy vs Symmetric Cross-Entropy) and Figs. 8 and 13 (per-instance losses)."""
+
+    notebook = "06_lnl"
+
+    def specs(self) -> list[RunSpec]:
+        tiers = self.cfg.loss_tiers
+        runs = [RunSpec(self.noise(t), seed, loss) for t in tiers for loss in ("ce", "sce") for seed in self.cfg.seeds]
+        return runs + self._clean()  # clean CE: what the noise costs, against what SCE gives back
+
+    def table13(self) -> pd.DataFrame:
+        return R.loss_table(self.summary)
+
+    @cached_property
+    def losses(self) -> pd.DataFrame:
+        """The per-instance losses of the CE run at ``loss_run_tier``, first seed (Figs. 8 and 13)."""
+        spec = RunSpec(self.noise(self.cfg.loss_run_tier), self.cfg.seeds[0])
+        run = next((r for r in self.runs if r.spec == spec), None)
+        if run is None or not run.instance_losses:
+            raise ConfigError(f"Figs. 8 and 13 need the per-instance losses of the CE run at loss_run_tier "
+                              f"{self.cfg.loss_run_tier!r}: put that tier in loss_tiers and set log_losses: true")
+        return pd.DataFrame(run.instance_losses)
+
+    def figure8(self):
+        return MF.loss_distributions(self.losses, self.report)
+
+    def figure13(self):
+        return MF.loss_bands(self.losses, self.report)
+
+    def separability(self) -> pd.DataFrame:
+        return R.separability(self.losses)
+
+    def compare_with_paper(self) -> pd.DataFrame:
+        ours = R.sce_gain(self.summary).assign(ours_on=self.ours_on)
+        return self._compare(ours, R.paper_sce_gain(reported(PAPER, "table13")), ["tier"])
+
+    def claims(self) -> pd.DataFrame:
+        return self._finish(R.loss_claims(self.summary, self.separability()))
+
+
+class Confidence(TrainEval):
+    """07: Fig. 7b (confidence per tier) and Figs. 10 and 15 (predictions), from notebook 03's runs."""
+
+    notebook = "07_confidence"
+
+    def confidence_table(self) -> pd.DataFrame:
+        return R.confidence_table(self.summary)
+
+    def figure7b(self):
+        return MF.figure7b(self.records, self.report)
+
+    def figure10(self):
+        """The ground truth and the clean and hardest models' detections (first seed) on a few val images."""
+        _, val = load_pair(self.recipe)
+        ids = [im["id"] for im in val.dataset["images"][: self.cfg.example_images]]
+        seed, tiers = self.cfg.seeds[0], list(dict.fromkeys([self.cfg.tiers[0], self.cfg.tiers[-1]]))
+        chosen = {tier: RunSpec(self.noise(tier), seed) for tier in tiers}
+        by_spec = {r.spec: r for r in self.runs}
+        rows = {f"trained on {k}": [[d for d in by_spec[s].detections if d["image_id"] == i] for i in ids]
+                for k, s in chosen.items()}
+        truth = [[a for a in val.dataset["annotations"] if a["image_id"] == i] for i in ids]
+        names = {c["id"]: c["name"] for c in val.dataset["categories"]}
+        return MF.predictions_grid([val.image(i) for i in ids], truth, rows, names, self.report)
+
+    def conflicts(self) -> pd.DataFrame:
+        _, val = load_pair(self.recipe)
+        return R.conflicting_classes(self.runs, val.dataset)
+
+    def claims(self) -> pd.DataFrame:
+        overlapping = self.training.backend != "tiny"
+        return self._finish(R.confidence_claims(self.summary, self.conflicts(), overlapping))
+
+
+
+
+class CamusEF(Page):
+    """10: Table 6 and Fig. 9, a U-Net on clean vs noisy left-ventricle masks (``benchmark_n.camus``)."""
+
+    notebook = "09_camus_ef"
+
+    @cached_property
+    def echo(self):
+        cfg = self.cfg
+        if cfg.dataset == "synthetic":
+            return camus.synthetic_camus(int(cfg.n_patients), int(cfg.data_seed), int(cfg.size))
+        return camus.load_camus(default_data_dir(self.data_dir) / cfg.dataset_dir, size=int(cfg.size))
+
+    def run(self) -> pd.DataFrame:
+        """Train the clean and the noisy U-Net for every seed; the per-seed means."""
+        cfg = self.cfg
+        self.results = [camus.clean_vs_noisy(self.echo, seed, dict(cfg.get("hparams") or {}), tier=cfg.tier,
+                                             noise_pixel_mm=cfg.get("noise_pixel_mm"))
+                        for seed in progress(cfg.seeds, desc="CAMUS seeds")]
+        frames = pd.concat([r[k] for r in self.results for k in ("clean", "noisy")], ignore_index=True)
+        self.report.table(frames, "per_patient")
+        return frames.groupby(["seed", "training"])[list(camus.METRICS)].mean().round(2)
+
+    @cached_property
+    def table(self) -> pd.DataFrame:
+        table = camus.table6([r["clean"] for r in self.results], [r["noisy"] for r in self.results])
+        self.report.table(table, "table6")
+        return table
+
+    def table6(self) -> pd.DataFrame:
+        return self.table.round(2)
+
+    def figure9(self):
+        first = self.results[0]
+        train = first["train"]
+        return camus.figure9(self.echo.images[train], self.echo.masks[train], first["noisy_masks"],
+                             spacing=self.echo.spacing[train], report=self.report)
+
+    @cached_property
+    def swing(self) -> dict:
+        ed, es, spacing = camus.ellipse_lv_pair(ef=camus.SWING_CLAIM["ef"])
+        return camus.ef_swing(ed, es, spacing)
+
+    def ef_swing(self) -> pd.DataFrame:
+        return self.swing["table"].round(3)
+
+    def compare_with_paper(self) -> pd.DataFrame:
+        reduced = "reduced: " if self.cfg.dataset == "synthetic" or self.overridden else ""
+        ours = self.table.melt(id_vars="training", value_vars=list(camus.METRICS), var_name="metric").assign(
+            ours_on=f"{reduced}{self.echo.source}; mean of {len(self.cfg.seeds)} seed(s)")
+        return self.report.compare(ours, "table6", on=["training"])
+
+    def claims(self) -> pd.DataFrame:
+        return self._finish(camus.claims(self.table, self.swing))
+
+
+
+class WeakAnnotations(ModelPage):
+    """08: COCO-WAN (Tables 3's COCO-WAN row, 4 and 14, Figs. 4-6 and 14): labels from a prompted segmenter."""
+
+    notebook = "08_coco_wan"
+
+    def specs(self) -> list[RunSpec]:
+        return [RunSpec(TrainNoise("weak", tier=tier, options=self.annotator), seed) for tier in self.cfg.wan_tiers
+                for seed in self.cfg.seeds] + self._clean()
+
+    @property
+    def annotator(self) -> dict:
+        """The weak annotator and, for SAM, its checkpoint (``wan.weak_dataset``'s arguments)."""
+        return {"annotator": self.cfg.annotator, **({"checkpoint": self.cfg.get("checkpoint")}
+                                                    if self.cfg.annotator == "sam" else {})}
+
+    @cached_property
+    def val(self):
+        """The annotation-level tables and figures label the validation images (fewer than the training ones)."""
+        return load_pair(self.recipe)[1]
+
+    def prompt_quality(self) -> pd.DataFrame:
+        """Every prompt's weak labels of the val images scored against their clean annotations (mean over seeds)."""
+        frame = wan.prompt_quality(self.val, self.cfg.prompts, self.cfg.annotator, self.cfg.seeds,
+                                   checkpoint=self.cfg.get("checkpoint"))
+        self.quality = frame
+        self.report.table(frame, "prompt_quality")
+        return R.prompt_table(frame)
+
+    def table14(self) -> pd.DataFrame:
+        """Zero-shot rows of Table 14: box prompts from the clean annotations and from their noisy version (the
+        engine's ``table14_tier``), the weak masks scored against the clean ones (IoU, and Dice as "F1")."""
+        noisy = self.noise(self.cfg.table14_tier).draw(self.val, self.cfg.seeds[0])
+        rows = {"clean": None, self.cfg.table14_tier: noisy}
+        frames = [wan.prompt_quality(self.val, ["box"], self.cfg.annotator, self.cfg.seeds[:1],
+                                     checkpoint=self.cfg.get("checkpoint"), prompt_source=source).assign(
+                      annotations=name) for name, source in rows.items()]
+        self.zero_shot = pd.concat(frames, ignore_index=True)
+        return R.zero_shot_table(self.zero_shot)
+
+    def figure(self):
+        """Figs. 5 and 14: clean annotations and the weak labels of each prompt on a few training images."""
+        ids = [im["id"] for im in self.val.dataset["images"][: self.cfg.example_images]]
+        shown = replace(self.val, dataset={**self.val.dataset, "images": self.val.dataset["images"][:len(ids)],
+                                             "annotations": [a for a in self.val.dataset["annotations"]
+                                                             if a["image_id"] in ids]})
+        rows = {"clean": [[a for a in shown.dataset["annotations"] if a["image_id"] == i] for i in ids]}
+        for prompt in self.cfg.prompts:
+            weak = wan.weak_dataset(shown, prompt, self.cfg.annotator, self.cfg.seeds[0],
+                                    checkpoint=self.cfg.get("checkpoint")).dataset
+            rows[prompt] = [[a for a in weak["annotations"] if a["image_id"] == i] for i in ids]
+        return figures.annotation_grid([self.val.image(i) for i in ids], rows,
+                                       f"{self.val.name}: clean annotations and {self.cfg.annotator} weak labels",
+                                       "figure14", self.report)
+
+    def model_table(self) -> pd.DataFrame:
+        return R.tier_table(self.summary)
+
+    def compare_with_paper(self) -> pd.DataFrame:
+        paper = pd.concat([reported(PAPER, t) for t in ("table3", "table11")], ignore_index=True)
+        paper = R.paper_retained(paper[(paper["dataset"] == "COCO-WAN") & (paper["model"] == "M-RCNN")])
+        ours = R.ours_tier_long(self.summary, "COCO-WAN", ["mask_AP", "box_AP"], absolute=False, ours_on=self.ours_on)
+        model = self._compare(ours, paper, ["dataset", "model", "backbone", "tier"])
+        reduced = "" if self.cfg.annotator == "sam" else "reduced: "
+        zero_shot = self._compare(R.zero_shot_long(self.zero_shot).assign(ours_on=f"{reduced}{self.cfg.annotator} "
+                                                                          f"on {self.val.name}"),
+                                  reported(PAPER, "table14"), ["method", "annotations"])
+        return pd.concat([model, zero_shot], ignore_index=True)
+
+    def claims(self) -> pd.DataFrame:
+        return self._finish(R.wan_claims(self.quality, self.summary, self.zero_shot))
+
+__all__ = ["ModelPage", "TrainEval", "NoiseAblation", "ClassNoise", "NoisyLosses", "Confidence", "WeakAnnotations", "CamusEF"]

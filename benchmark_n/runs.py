@@ -1,0 +1,263 @@
+"""Model-level runs of Benchmark-N: a segmenter trained on noisy train annotations, evaluated on the clean val set.
+
+A run is a ``RunSpec``: what noise the training annotations get (``TrainNoise``: clean, an engine at a tier, one
+ablation operation, class noise alone, or COCO-WAN weak labels), the seed (it seeds the noise and the training,
+as in the paper's single-seed runs) and the classification loss. The ``Training`` names the backend
+(``BACKENDS``: the tiny U-Net of the smoke profile, torchvision's Mask R-CNN, MMDetection) and its
+hyperparameters. A finished run holds its val detections, its training history, its per-instance losses when
+asked, and its scores on the clean val annotations (mask, box and Boundary AP, each also class-agnostic, and the
+mean confidence of the detections above 0.5); it is stored in the artifact cache keyed by the data, the run, the
+training and the code, so notebooks that share runs (the clean model is every table's baseline) train it once.
+
+    pair = load_pair(recipe)                              # clean train and val Annotations
+    specs = [RunSpec(TrainNoise("engine", "legacy_v0", "high"), seed) for seed in (0, 1)]
+    runs = run_grid(recipe, specs, Training("tiny", {"epochs": 12}))
+    runs[0].scores["mask_AP"], runs[0].detections, runs[0].history
+
+``run_grid(..., executor="slurm")`` trains the runs not cached yet as jobs (``shared.sweep.map_jobs``: local
+processes or a Slurm job array); every job reads the data from the recipe itself, so the cache folder and
+``data_dir`` must be ones the jobs can reach.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache, partial
+
+from benchmark_n import formats
+from benchmark_n.metrics import boundary_ap, coco_ap
+from benchmark_n.noise import ABLATIONS, CLASS_MATRICES, ENGINES, ablate, canonical_tier, class_noise, noise_dataset
+from benchmark_n.quality import fingerprint
+from benchmark_n.shapes import generate_shapes, preset
+from benchmark_n.sources import Annotations
+from shared.cache import ArtifactCache, code_fingerprint, params_key
+from shared.errors import ConfigError, unknown_choice
+from shared.paths import data_dir as default_data_dir
+from shared.progress import progress
+from shared.sweep import map_jobs
+
+CACHE_KIND = "benchmark-n-runs"
+BACKENDS = {
+    "tiny": ("benchmark_n.tiny_seg", "a 3-level U-Net (width 8) + connected components: the smoke profile's model"),
+    "torchvision": ("benchmark_n.maskrcnn", "torchvision's Mask R-CNN R50-FPN with MMDetection's 1x schedule"),
+    "mmdet": ("benchmark_n.mmdet_backend", "MMDetection's own configs (needs mmdet and mmcv installed)"),
+}
+NOISE_KINDS = {
+    "clean": "the clean annotations",
+    "engine": "a noise engine (benchmark_n.noise.ENGINES) at a tier",
+    "ablation": "one operation of the ablation (benchmark_n.noise.ABLATIONS) at a tier",
+    "class_noise": "class noise alone: name uniform (the paper's Sym) or superclass (Asym), at rate",
+    "weak": "COCO-WAN weak labels at a tier of benchmark_n.wan.WAN_TIERS (easy / medium / hard = low / mid / high)",
+}
+SCORE_KEYS = ("mask_AP", "mask_AP50", "mask_AP75", "mask_AP_S", "mask_AP_M", "mask_AP_L", "box_AP",
+              "boundary_AP", "mask_AP_agnostic", "box_AP_agnostic", "boundary_AP_agnostic", "mean_confidence",
+              "confident_share", "mean_score", "detections")
+
+
+@dataclass(frozen=True)
+class TrainNoise:
+    """The noise of a run's training annotations (``NOISE_KINDS``); ``options`` go to the engine
+    (``noise_dataset``, e.g. ``stale_box_area``) or the weak annotator (``wan.weak_tier``: annotator,
+    checkpoint)."""
+
+    kind: str = "clean"
+    name: str = ""
+    tier: str = ""
+    rate: float = 0.0
+    options: tuple = ()  # (name, value) pairs for the engine (e.g. stale_box_area) or the weak annotator
+
+    def __post_init__(self):
+        object.__setattr__(self, "options", tuple(sorted(dict(self.options).items())))
+        valid = {"clean": None, "engine": ENGINES, "ablation": ABLATIONS, "class_noise": CLASS_MATRICES,
+                 "weak": None}
+        if self.kind not in valid:
+            raise unknown_choice("training noise kind", self.kind, NOISE_KINDS)
+        if valid[self.kind] is not None and self.name not in valid[self.kind]:
+            raise unknown_choice(f"{self.kind} name", self.name, valid[self.kind])
+        if self.kind in ("engine", "ablation", "weak"):
+            object.__setattr__(self, "tier", canonical_tier(self.tier))
+        if self.kind == "class_noise" and not 0.0 <= self.rate <= 1.0:
+            raise ConfigError(f"class-noise rate must be in [0, 1], got {self.rate!r}")
+
+    @property
+    def label(self) -> str:
+        """How tables name it: "clean", "legacy_v0 high", "erosion high", "uniform 50 %", "weak easy"."""
+        if self.kind == "clean":
+            return "clean"
+        if self.kind == "class_noise":
+            return f"{self.name} {100 * self.rate:g} %"
+        return f"{self.kind if self.kind == 'weak' else self.name} {self.tier}".strip()
+
+    def draw(self, train: Annotations, seed: int) -> dict:
+        """The training annotations (a COCO dict) of this noise for ``seed``."""
+        if self.kind == "clean":
+            return train.dataset
+        if self.kind == "engine":
+            return noise_dataset(train.dataset, self.name, self.tier, seed, **dict(self.options)).dataset
+        if self.kind == "ablation":
+            return ablate(train.dataset, self.name, self.tier, seed).dataset
+        if self.kind == "class_noise":
+            return class_noise(train.dataset, self.rate, self.name, seed).dataset
+        from benchmark_n.wan import weak_tier
+        return weak_tier(train, self.tier, seed=seed, **dict(self.options)).dataset
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    noise: TrainNoise
+    seed: int = 0
+    loss: str = "ce"  # the classification loss: "ce", or "sce" (Table 13)
+
+
+@dataclass(frozen=True)
+class Training:
+    """A backend and its hyperparameters (checked by the backend's ``check_hparams``); ``log_losses``: keep the
+    per-instance training losses (Figs. 8 and 13)."""
+
+    backend: str = "tiny"
+    hparams: dict = field(default_factory=dict)
+    device: str = "cpu"  # not in the key: a run is the same run on any device (up to CUDA's non-determinism)
+    log_losses: bool = False
+    dilation_ratio: float = 0.02  # Boundary AP's band (Cheng et al.'s default)
+
+    def __post_init__(self):
+        if self.backend not in BACKENDS:
+            raise unknown_choice("backend", self.backend, BACKENDS)
+        if "loss" in self.hparams:
+            raise ConfigError("the classification loss is set per run (RunSpec.loss: ce or sce), not in hparams")
+
+    def module(self):
+        return importlib.import_module(BACKENDS[self.backend][0])
+
+    def key(self) -> dict:
+        return {"backend": self.backend, "hparams": self.module().check_hparams(dict(self.hparams)),
+                "log_losses": self.log_losses, "dilation_ratio": self.dilation_ratio}
+
+
+@dataclass(frozen=True)
+class DataRecipe:
+    """Where a run's clean train and val annotations come from: ``dataset`` "shapes" (COCO-shapes generated from
+    ``shapes_preset`` with ``n_train`` / ``n_val`` images, seeds ``shapes_seed`` / ``shapes_seed + 1``,
+    ``image_size`` px square) or a layout of ``benchmark_n.formats`` read under ``data_dir/dataset_dir``."""
+
+    dataset: str = "shapes"
+    n_train: int = 128
+    n_val: int = 40
+    image_size: int = 96
+    shapes_preset: str = "model"
+    shapes_seed: int = 0
+    dataset_dir: str = ""
+    data_dir: str | None = None
+
+    @classmethod
+    def from_settings(cls, cfg, data_dir=None) -> "DataRecipe":
+        names = {f for f in cls.__dataclass_fields__ if f != "data_dir"}
+        values = {k: cfg[k] for k in names if k in cfg}
+        return cls(**values, data_dir=None if data_dir is None else str(data_dir))
+
+
+@lru_cache(maxsize=2)
+def load_pair(recipe: DataRecipe) -> tuple[Annotations, Annotations]:
+    """The clean (train, val) annotations of a recipe."""
+    if recipe.dataset == "shapes":
+        size = {"height": recipe.image_size, "width": recipe.image_size}
+        parts = [generate_shapes(n, recipe.shapes_seed + k, **preset(recipe.shapes_preset, **size))
+                 for k, n in enumerate((recipe.n_train, recipe.n_val))]
+        return tuple(Annotations("shapes", f"COCO-shapes {split} ({len(p.dataset['images'])} images, "
+                                 f"{recipe.image_size} px)", p.dataset, p.images, split=split)
+                     for p, split in zip(parts, ("train", "val")))
+    if recipe.dataset not in formats.LAYOUTS:
+        raise unknown_choice("dataset", recipe.dataset, ["shapes", *formats.LAYOUTS])
+    root = default_data_dir(recipe.data_dir) / (recipe.dataset_dir or recipe.dataset)
+    return tuple(Annotations(recipe.dataset, f"{recipe.dataset} {split}", formats.load_split(root, recipe.dataset, split),
+                             root=root, split=split) for split in ("train", "val"))
+
+
+def evaluate(val: dict, detections: list[dict], dilation_ratio: float = 0.02) -> dict:
+    """The ``SCORE_KEYS`` of detections against the clean val annotations: APs as fractions (AP_S/M/L NaN where val
+    has no instance of that size; ``_agnostic``: class-agnostic, ``useCats = 0``), ``mean_confidence`` the mean
+    score of the detections above 0.5 (Fig. 7b; NaN when none is), ``confident_share`` their share (%),
+    ``mean_score`` the mean score of all, ``detections`` their number."""
+    mask = coco_ap(val, detections, "segm")
+    scores = {f"mask_{k}": mask[k] for k in ("AP", "AP50", "AP75", "AP_S", "AP_M", "AP_L")}
+    scores["box_AP"] = coco_ap(val, detections, "bbox")["AP"]
+    scores["boundary_AP"] = boundary_ap(val, detections, dilation_ratio)["AP"]
+    scores["mask_AP_agnostic"] = coco_ap(val, detections, "segm", use_cats=False)["AP"]
+    scores["box_AP_agnostic"] = coco_ap(val, detections, "bbox", use_cats=False)["AP"]
+    scores["boundary_AP_agnostic"] = boundary_ap(val, detections, dilation_ratio, use_cats=False)["AP"]
+    every = [d["score"] for d in detections]
+    confident = [score for score in every if score > 0.5]
+    scores["mean_confidence"] = sum(confident) / len(confident) if confident else float("nan")
+    scores["confident_share"] = 100 * len(confident) / len(every) if every else float("nan")
+    scores["mean_score"] = sum(every) / len(every) if every else float("nan")
+    scores["detections"] = len(detections)
+    return scores
+
+
+def train_run(recipe: DataRecipe, spec: RunSpec, training: Training) -> dict:
+    """Train one run and evaluate it on the clean val set; ``{"scores", "history", "detections",
+    "instance_losses", "train_annotations"}``."""
+    train, val = load_pair(recipe)
+    noisy = replace(train, dataset=spec.noise.draw(train, spec.seed))
+    hparams = {**training.hparams, **({"loss": spec.loss} if spec.loss != "ce" else {})}
+    result = training.module().fit_predict(noisy, val, hparams, seed=spec.seed, device=training.device,
+                                           log_losses=training.log_losses)
+    scores = evaluate(val.dataset, result["detections"], training.dilation_ratio)
+    return {"scores": scores, "history": result["history"],
+            "detections": result["detections"], "instance_losses": result.get("instance_losses", []),
+            "train_annotations": len(noisy.dataset["annotations"])}
+
+
+@dataclass
+class RunResult:
+    spec: RunSpec
+    scores: dict
+    history: list
+    detections: list
+    instance_losses: list
+
+
+def _params(recipe: DataRecipe, spec: RunSpec, training: Training) -> dict:
+    train, val = load_pair(recipe)
+    return {"train": fingerprint(train.dataset), "val": fingerprint(val.dataset),
+            "recipe": {k: v for k, v in asdict(recipe).items() if k != "data_dir"},
+            "spec": asdict(spec), "training": training.key()}
+
+
+def _code(training: Training) -> list:
+    return [train_run, training.module()]
+
+
+def _cached_run(task: tuple, cache_root: str) -> None:
+    """What a job of ``run_grid`` does: train the run unless cached."""
+    recipe, spec, training = task
+    ArtifactCache(cache_root).get_or_build(CACHE_KIND, _params(recipe, spec, training),
+                                           partial(train_run, recipe, spec, training), code=_code(training), fmt="json")
+
+
+def run_grid(recipe: DataRecipe, specs, training: Training, *, executor=None,
+             cache: ArtifactCache | None = None) -> list[RunResult]:
+    """Every run of ``specs`` (duplicates once), trained unless cached; ``executor`` as in ``shared.sweep.map_jobs``
+    (None: here, one after the other)."""
+    specs = list(dict.fromkeys(specs))
+    cache = cache or ArtifactCache()
+    if executor is not None:
+        todo = [s for s in specs
+                if cache.lookup(CACHE_KIND, _params(recipe, s, training), code=_code(training), fmt="json") is None]
+        if todo:
+            key = lambda task: [params_key(CACHE_KIND, _params(*task), code_fingerprint(*_code(training)))]
+            map_jobs(partial(_cached_run, cache_root=str(cache.root)), [(recipe, s, training) for s in todo],
+                     executor=executor, desc="Benchmark-N runs", folder=cache.root / CACHE_KIND / ".submitit",
+                     units=key)
+    results = []
+    for spec in progress(specs, desc="Benchmark-N runs"):
+        stored = cache.get_or_build(CACHE_KIND, _params(recipe, spec, training),
+                                    partial(train_run, recipe, spec, training), code=_code(training), fmt="json")
+        results.append(RunResult(spec, stored["scores"], stored["history"], stored["detections"],
+                                 stored["instance_losses"]))
+    return results
+
+
+__all__ = ["CACHE_KIND", "BACKENDS", "NOISE_KINDS", "SCORE_KEYS", "TrainNoise", "RunSpec", "Training", "DataRecipe",
+           "load_pair", "evaluate", "train_run", "RunResult", "run_grid"]

@@ -1,0 +1,176 @@
+"""Model-level runs (``benchmark_n.runs``) and their tables and claims (``benchmark_n.model_results``)."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import benchmark_n.runs as runs_module
+from benchmark_n import tiny_seg
+from benchmark_n import model_results as R
+from benchmark_n.runs import DataRecipe, RunResult, RunSpec, Training, TrainNoise, evaluate, load_pair, run_grid
+from benchmark_n.coco import ann_to_rle, rle_json
+from shared.cache import ArtifactCache
+from shared.errors import ConfigError
+from shared.report import reported
+
+TINY = DataRecipe(n_train=8, n_val=4, image_size=64)
+
+
+def test_train_noise_is_checked_and_named():
+    assert TrainNoise().label == "clean"
+    assert TrainNoise("engine", "legacy_v0", "hard").tier == "high"
+    assert TrainNoise("class_noise", "uniform", rate=0.5).label == "uniform 50 %"
+    for bad in (dict(kind="blur"), dict(kind="engine", name="v9", tier="low"), dict(kind="ablation", name="x"),
+                dict(kind="class_noise", name="uniform", rate=1.5)):
+        with pytest.raises(ConfigError):
+            TrainNoise(**bad)
+
+
+def test_training_noise_changes_what_it_says():
+    train, _ = load_pair(TINY)
+    flipped = TrainNoise("class_noise", "uniform", rate=1.0).draw(train, 0)
+    assert [a["segmentation"] for a in flipped["annotations"]] == [a["segmentation"] for a in train.dataset["annotations"]]
+    assert any(a["category_id"] != b["category_id"] for a, b in zip(flipped["annotations"], train.dataset["annotations"]))
+    assert TrainNoise().draw(train, 0) is train.dataset
+
+
+def _as_detections(dataset):
+    sizes = {im["id"]: (im["height"], im["width"]) for im in dataset["images"]}
+    return [{"image_id": a["image_id"], "category_id": a["category_id"], "score": 0.9,
+             "segmentation": rle_json(ann_to_rle(a, *sizes[a["image_id"]])), "bbox": a["bbox"]}
+            for a in dataset["annotations"]]
+
+
+def test_evaluate_scores_the_ground_truth_perfectly_and_a_wrong_class_only_per_class():
+    _, val = load_pair(TINY)
+    perfect = evaluate(val.dataset, _as_detections(val.dataset))
+    assert all(perfect[k] == pytest.approx(1.0) for k in ("mask_AP", "box_AP", "boundary_AP", "mask_AP_agnostic"))
+    assert perfect["mean_confidence"] == pytest.approx(0.9) and perfect["confident_share"] == 100
+    wrong = [{**d, "category_id": 1 + d["category_id"] % 6} for d in _as_detections(val.dataset)]
+    scores = evaluate(val.dataset, wrong)
+    assert scores["mask_AP"] == 0 and scores["mask_AP_agnostic"] == pytest.approx(1.0)
+
+
+def test_run_grid_trains_once_and_reads_the_cache_after(tmp_path, monkeypatch):
+    torch.set_num_threads(1)
+    cache = ArtifactCache(tmp_path / "cache")
+    training = Training("tiny", {"epochs": 1})
+    specs = [RunSpec(TrainNoise(), 0), RunSpec(TrainNoise("engine", "paper", "high"), 0), RunSpec(TrainNoise(), 0)]
+    first = run_grid(TINY, specs, training, cache=cache)
+    assert len(first) == 2 and all(0 <= r.scores["mask_AP"] <= 1 for r in first)
+    monkeypatch.setattr(tiny_seg, "fit_predict", lambda *a, **k: pytest.fail("a cached run was trained again"))
+    again = run_grid(TINY, specs[:2], training, cache=cache)
+    assert [r.scores for r in again] == [r.scores for r in first]
+
+
+def test_run_grid_on_an_executor_gives_the_same_run(tmp_path):
+    torch.set_num_threads(1)
+    spec, training = RunSpec(TrainNoise("engine", "legacy_v0", "low"), 1), Training("tiny", {"epochs": 1})
+    here = run_grid(TINY, [spec], training, cache=ArtifactCache(tmp_path / "a"))[0]
+    jobs = run_grid(TINY, [spec], training, cache=ArtifactCache(tmp_path / "b"), executor={"kind": "local", "jobs": 1})[0]
+    assert jobs.scores == here.scores and jobs.detections == here.detections
+
+
+def test_unknown_backend_or_hyperparameter_is_refused():
+    with pytest.raises(ConfigError, match="backend"):
+        Training("detectron")
+    with pytest.raises(ConfigError, match="epoch"):
+        Training("tiny", {"epoch": 3}).key()
+
+
+# ------------------------------------------------------------------------------------------------ model_results
+def _run(kind="clean", name="", tier="", rate=0.0, seed=0, loss="ce", **scores):
+    base = {k: 0.5 for k in runs_module.SCORE_KEYS}
+    return RunResult(RunSpec(TrainNoise(kind, name, tier, rate), seed, loss), {**base, **scores}, [], [], [])
+
+
+def _summary(*runs):
+    return R.summarise(R.run_records(runs))
+
+
+def test_records_are_percent_and_summaries_average_the_seeds():
+    summary = _summary(_run(mask_AP=0.6, seed=0), _run(mask_AP=0.4, seed=1),
+                       _run("engine", "legacy_v0", "high", mask_AP=0.3))
+    clean = summary[summary["tier"] == "clean"].iloc[0]
+    assert clean["mask_AP"] == pytest.approx(50) and clean["seeds"] == 2 and clean["mask_AP_sd"] == pytest.approx(np.std([60, 40], ddof=1))
+    assert R.retained(summary, "mask_AP").tolist() == pytest.approx([100, 60])
+
+
+def test_paper_retained_reproduces_the_papers_percentages():
+    t3 = reported("benchmark_n", "table3")
+    shares = R.paper_retained(t3[(t3["dataset"] == "COCO-N") & (t3["model"] == "M-RCNN") & (t3["backbone"] == "R-50")])
+    assert shares.set_index("tier")["value"].to_dict() == {"low": 80.6, "mid": 71.7, "high": 64.5}  # Sec. 4.2
+
+
+def test_train_eval_claims_hold_fail_and_are_not_run():
+    holds = _summary(_run(mask_AP=0.6, boundary_AP=0.4, box_AP=0.6),
+                     _run("engine", "legacy_v0", "high", mask_AP=0.45, boundary_AP=0.2, box_AP=0.55))
+    verdicts = [r["verdict"] for r in R.train_eval_claims(holds)]
+    assert verdicts == ["yes", "yes", "not run", "yes"]
+    fails = _summary(_run(mask_AP=0.6, boundary_AP=0.4, box_AP=0.6),
+                     _run("engine", "legacy_v0", "high", mask_AP=0.3, boundary_AP=0.3, box_AP=0.2))
+    assert [r["verdict"] for r in R.train_eval_claims(fails)] == ["yes", "no", "not run", "no"]
+
+
+def test_class_agnostic_recovery_claim():
+    summary = _summary(_run(mask_AP=0.6, mask_AP_agnostic=0.62), _run("class_noise", "uniform", rate=0.5,
+                                                                       mask_AP=0.4, mask_AP_agnostic=0.58))
+    first = R.class_noise_claims(summary)[0]
+    assert first["verdict"] == "yes" and "kept 93.5 % class-agnostically vs 66.7 % per class" in first["detail"]
+    summary = _summary(_run(mask_AP=0.6, mask_AP_agnostic=0.62), _run("class_noise", "uniform", rate=0.5,
+                                                                       mask_AP=0.4, mask_AP_agnostic=0.4))
+    assert R.class_noise_claims(summary)[0]["verdict"] == "no"
+    assert R.class_noise_claims(summary)[1]["verdict"] == "not run"
+    both = _summary(_run(mask_AP_agnostic=0.6), _run("class_noise", "uniform", rate=0.5, mask_AP_agnostic=0.5),
+                    _run("engine", "legacy_v0", "high", mask_AP_agnostic=0.4))
+    assert R.class_noise_claims(both)[1]["verdict"] == "yes"
+
+
+def test_confidence_claim_reads_the_mean_score_above_one_half():
+    summary = _summary(_run(mean_confidence=0.8, confident_share=60), _run("engine", "paper", "high",
+                                                                          mean_confidence=0.7, confident_share=30))
+    assert R.confidence_claims(summary, pd.DataFrame(), overlapping=False)[0]["verdict"] == "yes"
+    nothing = _summary(_run(mean_confidence=0.8, confident_share=60), _run("engine", "paper", "high",
+                                                                          mean_confidence=float("nan"), confident_share=0))
+    assert R.confidence_claims(nothing, pd.DataFrame(), overlapping=False)[0]["verdict"] == "yes"
+    assert R.confidence_claims(nothing, pd.DataFrame(), overlapping=False)[1]["verdict"] == "not run"
+
+
+def test_sce_gain_of_the_paper_and_ours():
+    gain = R.paper_sce_gain(reported("benchmark_n", "table13")).set_index(["tier", "metric"])["value"]
+    assert gain[("high", "sce_minus_ce_mask_AP")] == pytest.approx(0.4)
+    assert gain[("clean", "sce_minus_ce_mask_AP")] == pytest.approx(-2.1)
+    ours = R.sce_gain(_summary(_run("engine", "legacy_v0", "high", mask_AP=0.3),
+                               _run("engine", "legacy_v0", "high", loss="sce", mask_AP=0.32)))
+    assert ours.set_index("metric").loc["sce_minus_ce_mask_AP", "value"] == pytest.approx(2.0)
+
+
+def test_separability_is_the_auroc_of_the_noisy_instances_losses():
+    losses = pd.DataFrame({"epoch": 1, "class_loss": [3.0, 2.5, 0.1, 0.2], "mask_loss": [0.1, 0.3, 0.3, 0.1],
+                           "class_flipped": [True, True, False, False], "spatially_noised": [True, False, True, False]})
+    row = R.separability(losses).iloc[0]
+    assert row["class_loss_AUROC (class flipped)"] == 1.0 and row["mask_loss_AUROC (spatially noised)"] == 0.5
+    records = R.loss_claims(_summary(_run()), R.separability(losses))
+    assert [r["verdict"] for r in records] == ["yes", "yes", "not run"]
+
+
+def test_conflicting_classes_counts_instances_detected_as_two_classes():
+    _, val = load_pair(TINY)
+    dets = _as_detections(val.dataset)
+    doubled = dets + [{**dets[0], "category_id": 1 + dets[0]["category_id"] % 6}]
+    runs = [RunResult(RunSpec(TrainNoise(), 0), {}, [], dets, []),
+            RunResult(RunSpec(TrainNoise("engine", "paper", "high"), 0), {}, [], doubled, [])]
+    table = R.conflicting_classes(runs, val.dataset).set_index("tier")["conflicting %"]
+    assert table["clean"] == 0 and table["high"] == pytest.approx(100 / len(val.dataset["annotations"]))
+
+
+def test_wan_claims_read_the_prompt_table_the_runs_and_the_zero_shot_rows():
+    quality = pd.DataFrame({"prompt": ["box", "box_noisy", "point_center_bbox", "point_random_in_mask"],
+                            "mask_AP": [0.8, 0.7, 0.6, 0.65]})
+    summary = _summary(_run(mask_AP=0.6), _run("weak", tier="easy", mask_AP=0.5), _run("weak", tier="medium", mask_AP=0.4))
+    zero = pd.DataFrame({"annotations": ["clean", "high"], "mean_iou": [0.8, 0.6], "mean_dice": [0.85, 0.7]})
+    verdicts = [r["verdict"] for r in R.wan_claims(quality, summary, zero)]
+    assert verdicts == ["yes", "no", "yes", "yes"]  # the random point beats the centre point here
+    long = R.zero_shot_long(zero).set_index(["annotations", "metric"])["value"]
+    assert long[("high", "iou")] == 60.0 and long[("clean", "f1")] == 85.0
+    assert [r["verdict"] for r in R.wan_claims(quality.iloc[:0], _summary(_run()), zero.iloc[:0])][2:] == ["not run"] * 2
