@@ -29,11 +29,12 @@ def figure7a(paper: pd.DataFrame, records: pd.DataFrame, title: str, report=None
     left.set(title="paper: Mask R-CNN R-50 (Tables 3, 12)", xlabel="tier", ylabel="mask AP (%)", ylim=(0, None))
     left.legend(fontsize="small")
     tiers = _tiers(records)
+    x = records["tier"].map({t: i for i, t in enumerate(tiers)})
     for metric in ("mask_AP", "boundary_AP", "box_AP"):
         means = records.groupby("tier")[metric].mean().reindex(tiers)
-        line, = right.plot(tiers, means, marker="o", label=metric.replace("_", " "))
-        x = records["tier"].map({t: i for i, t in enumerate(tiers)})
+        line, = right.plot(range(len(tiers)), means, marker="o", label=metric.replace("_", " "))
         right.scatter(x, records[metric], color=line.get_color(), s=12, alpha=0.6)
+    right.set_xticks(range(len(tiers)), tiers)
     right.set(title=title, xlabel="tier", ylabel="AP on the clean val set (%)", ylim=(0, None))
     right.legend(fontsize="small")
     fig.tight_layout()
@@ -48,8 +49,9 @@ def figure7b(records: pd.DataFrame, report=None):
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
     for ax, column, label in zip(axes, ("mean_confidence", "confident_share"),
                                  ("mean score of detections > 0.5", "share of detections > 0.5 (%)")):
-        ax.plot(tiers, records.groupby("tier")[column].mean().reindex(tiers), marker="o")
+        ax.plot(range(len(tiers)), records.groupby("tier")[column].mean().reindex(tiers), marker="o")
         ax.scatter(x, records[column], s=14, alpha=0.6)
+        ax.set_xticks(range(len(tiers)), tiers)
         ax.set(xlabel="training tier", ylabel=label)
     fig.suptitle("Fig. 7b, ours: confidence of the model trained at each tier")
     fig.tight_layout()

@@ -146,11 +146,14 @@ class NoiseAblation(ModelPage):
         return self.comparison
 
     def figure(self):
-        ran = self.comparison.dropna(subset=["ours"])
-        ran = ran[ran["operation"] != "clean"].assign(setting=lambda f: f["operation"] + " " + f["level"])
-        frame = ran.pivot_table(index="setting", columns="metric", values="ours", sort=False)
+        trained = set(zip(self.summary["name"], self.summary["tier"]))
+        ran = self.comparison[[(o, l) in trained for o, l in zip(self.comparison["operation"], self.comparison["level"])]]
+        ran = ran.assign(setting=ran["operation"] + " " + ran["level"], ours=pd.to_numeric(ran["ours"]))
+        metrics = ["mask_AP_retained", "boundary_AP_retained"]
+        frame = ran.pivot_table(index="setting", columns="metric", values="ours", sort=False, dropna=False)
         paper = ran.pivot_table(index="setting", columns="metric", values="paper", sort=False)
-        return MF.bars(frame, ["mask_AP_retained", "boundary_AP_retained"],
+        frame = frame.reindex(columns=metrics)
+        return MF.bars(frame, metrics,
                        "Table 7, ours (bars) and the paper's Mask R-CNN (grey): % of the clean score kept",
                        self.report, "table7_model", paper=paper)
 

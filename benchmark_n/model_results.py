@@ -55,14 +55,23 @@ def _cell(mean: float, sd: float) -> str:
     return f"{mean:.1f}" if pd.isna(sd) else f"{mean:.1f} ± {sd:.1f}"
 
 
+def share(value, clean) -> float:
+    """``100 * value / clean`` (%), NaN where the clean score is 0 or missing (an untrained model's)."""
+    value, clean = np.asarray(value, dtype=float), np.asarray(clean, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(clean > 0, 100 * value / np.where(clean > 0, clean, 1), np.nan)
+
+
 def retained(frame: pd.DataFrame, metric: str, keys=(), clean_where=None) -> pd.Series:
-    """``100 * frame[metric] / clean``, the clean value of the same ``keys`` (the rows where ``clean_where``, by
-    default ``tier == "clean"``)."""
+    """``share`` of ``frame[metric]`` in the clean value of the same ``keys`` (the rows where ``clean_where``, by
+    default ``tier == "clean"``); NaN without a clean row."""
     keys = list(keys)
     is_clean = frame["tier"].eq("clean") if clean_where is None else clean_where
+    if not is_clean.any():
+        return pd.Series(np.nan, index=frame.index)
     clean = frame[is_clean].set_index(keys)[metric] if keys else frame.loc[is_clean, metric].iloc[0]
     base = frame.set_index(keys).index.map(clean) if keys else clean
-    return 100 * frame[metric] / np.asarray(base, dtype=float)
+    return pd.Series(share(frame[metric], base), index=frame.index)
 
 
 def paper_retained(paper: pd.DataFrame, keys=("dataset", "model", "backbone", "metric")) -> pd.DataFrame:
@@ -96,8 +105,7 @@ def _mean(summary: pd.DataFrame, tier: str, metric: str, loss: str = "ce") -> fl
 
 def _drop(summary: pd.DataFrame, metric: str, tier: str = "high") -> float:
     """Relative drop (fraction) of a metric from clean to ``tier``."""
-    clean = _mean(summary, "clean", metric)
-    return 1 - _mean(summary, tier, metric) / clean if clean else float("nan")
+    return 1 - float(share(_mean(summary, tier, metric), _mean(summary, "clean", metric))) / 100
 
 
 def train_eval_claims(summary: pd.DataFrame) -> list[dict]:
@@ -145,7 +153,7 @@ def ablation_retained(summary: pd.DataFrame) -> pd.DataFrame:
     share of the clean model's score; the clean row 100 at every level run."""
     part = summary[summary["kind"] == "ablation"]
     rows = [{"operation": r["name"], "level": r["tier"], "metric": f"{m}_retained",
-             "value": round(100 * r[m] / _clean_value(summary, m), 1)}
+             "value": round(float(share(r[m], _clean_value(summary, m))), 1)}
             for _, r in part.iterrows() for m in ("mask_AP", "boundary_AP")]
     rows += [{"operation": "clean", "level": level, "metric": f"{m}_retained", "value": 100.0}
              for level in dict.fromkeys(part["tier"]) for m in ("mask_AP", "boundary_AP")]
@@ -209,7 +217,7 @@ def class_noise_retained(summary: pd.DataFrame) -> pd.DataFrame:
     """Table 9's long form for our class-noise runs: model, backbone, class_noise, rate, metric ``<m>_retained``."""
     part = summary[summary["kind"] == "class_noise"]
     return pd.DataFrame([{"model": "M-RCNN", "backbone": "R-50", "class_noise": r["name"], "rate": r["rate"],
-                          "metric": f"{m}_retained", "value": round(100 * r[m] / _clean_value(summary, m), 1)}
+                          "metric": f"{m}_retained", "value": round(float(share(r[m], _clean_value(summary, m))), 1)}
                          for _, r in part.iterrows() for m in ("box_AP", "mask_AP")],
                         columns=["model", "backbone", "class_noise", "rate", "metric", "value"])
 
@@ -227,8 +235,8 @@ def table10_retained(summary: pd.DataFrame) -> pd.DataFrame:
     """Table 10's long form for our runs: setting, metric ``<class-agnostic metric>_retained``, value (%)."""
     frame = setting_frame(summary)
     metrics = ("box_AP_agnostic", "mask_AP_agnostic", "boundary_AP_agnostic")
-    return pd.DataFrame([{"setting": s, "metric": f"{m}_retained", "value": round(100 * frame.loc[s, m]
-                                                                                   / frame.loc["clean", m], 1)}
+    return pd.DataFrame([{"setting": s, "metric": f"{m}_retained",
+                          "value": round(float(share(frame.loc[s, m], frame.loc["clean", m])), 1)}
                          for s in frame.index if s != "clean" for m in metrics],
                         columns=["setting", "metric", "value"])
 
@@ -249,9 +257,8 @@ def class_noise_claims(summary: pd.DataFrame) -> list[dict]:
     has_clean = "clean" in frame.index
     for setting in [s for s in frame.index if frame.loc[s, "kind"] == "class_noise"]:
         row = frame.loc[setting]
-        kept = 100 * row["mask_AP"] / frame.loc["clean", "mask_AP"] if has_clean else None
-        kept_agnostic = (100 * row["mask_AP_agnostic"] / frame.loc["clean", "mask_AP_agnostic"]
-                         if has_clean else None)
+        kept = float(share(row["mask_AP"], frame.loc["clean", "mask_AP"])) if has_clean else None
+        kept_agnostic = float(share(row["mask_AP_agnostic"], frame.loc["clean", "mask_AP_agnostic"])) if has_clean else None
         records.append(claim_record(
             f"Class-agnostic evaluation gives back much of what {setting} class noise costs: the model keeps a larger "
             "share of its clean mask AP class-agnostically than per class (Tables 10 vs 9 at 50 %: 91.3 % vs "
@@ -451,7 +458,7 @@ def wan_claims(quality: pd.DataFrame, summary: pd.DataFrame, zero_shot: pd.DataF
         "-> 68.0)", verdict(z_noisy < z_clean, z_clean, z_noisy), f"mean IoU {100 * z_clean:.1f} -> {100 * z_noisy:.1f}"))
     return records
 
-__all__ = ["PERCENT", "SETTING", "TIERS", "DATASET_NAMES", "run_records", "summarise", "tier_table", "retained",
+__all__ = ["share", "PERCENT", "SETTING", "TIERS", "DATASET_NAMES", "run_records", "summarise", "tier_table", "retained",
            "paper_retained", "ours_tier_long", "train_eval_claims", "ablation_table", "ablation_retained", "ablation_claims",
            "setting_frame", "setting_table", "class_noise_retained", "paper_class_retained", "table10_retained",
            "paper_table10_retained", "class_noise_claims", "loss_table", "sce_gain", "paper_sce_gain", "separability",

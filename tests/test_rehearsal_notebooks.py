@@ -14,7 +14,7 @@ import pytest
 from shared.paths import REPO_ROOT
 
 pytestmark = pytest.mark.notebooks
-QUICK = {"plench": "00_datasets", "lnlfn": "0[04]_*", "noisywikihow": "0[01]_*", "benchmark_n": "0[01239]_*"}
+QUICK = {"plench": "00_datasets", "lnlfn": "0[04]_*", "noisywikihow": "0[01]_*", "benchmark_n": "0[0129]_*"}
 
 
 @pytest.fixture(scope="module")
