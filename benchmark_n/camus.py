@@ -67,6 +67,7 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -85,6 +86,7 @@ from shared.errors import ConfigError, DataFormatError, DataNotFoundError, unkno
 from shared.progress import progress
 from shared.report import claim_record, verdict
 from shared.seeding import item_rng, seed_everything
+from shared.training import train_epoch
 
 ED, ES = 0, 1
 FRAMES = ("ED", "ES")
@@ -730,6 +732,11 @@ def soft_dice_loss(logits: torch.Tensor, target: torch.Tensor, eps: float = 1.0)
     return (1 - (2 * inter + eps) / (p.sum((1, 2)) + t.sum((1, 2)) + eps)).mean()
 
 
+def _ce_dice_loss(logits: torch.Tensor, target: torch.Tensor, dice_weight: float) -> torch.Tensor:
+    loss = pixel_loss(logits, target).mean()
+    return loss + dice_weight * soft_dice_loss(logits, target) if dice_weight else loss
+
+
 def train_unet(images: np.ndarray, masks: np.ndarray, hp: dict | None = None, seed: int = 0,
                device: str = "cpu") -> TinyUNet:
     """A ``TinyUNet`` (1 input channel, 2 classes) trained on every ED and ES frame of ``images`` / ``masks``
@@ -744,21 +751,11 @@ def train_unet(images: np.ndarray, masks: np.ndarray, hp: dict | None = None, se
     model = TinyUNet(2, hp["width"], in_channels=1).to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=hp["lr"])
     generator = torch.Generator().manual_seed(seed)
+    loss_fn = partial(_ce_dice_loss, dice_weight=hp["dice_weight"])
     history = []
     for epoch in progress(range(1, hp["epochs"] + 1), desc=f"CAMUS U-Net, seed {seed}"):
-        model.train()
-        total = 0.0
-        for batch in torch.randperm(len(x), generator=generator).split(hp["batch_size"]):
-            xb, yb = x[batch].to(device), y[batch].to(device)
-            logits = model(xb)
-            loss = pixel_loss(logits, yb).mean()
-            if hp["dice_weight"]:
-                loss = loss + hp["dice_weight"] * soft_dice_loss(logits, yb)
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            total += float(loss.detach()) * len(batch)
-        history.append({"epoch": epoch, "loss": total / len(x)})
+        loss = train_epoch(model, x, y, optimiser, batch_size=hp["batch_size"], generator=generator, loss_fn=loss_fn)
+        history.append({"epoch": epoch, "loss": loss})
     model = model.cpu().eval()
     model.history = history
     return model

@@ -218,9 +218,15 @@ class RunResult:
     instance_losses: list
 
 
+@lru_cache(maxsize=2)
+def _fingerprints(recipe: DataRecipe) -> tuple[str, str]:
+    """The train and val annotations' fingerprints (computed once per recipe: COCO's train JSON is large)."""
+    return tuple(fingerprint(part.dataset) for part in load_pair(recipe))
+
+
 def _params(recipe: DataRecipe, spec: RunSpec, training: Training) -> dict:
-    train, val = load_pair(recipe)
-    return {"train": fingerprint(train.dataset), "val": fingerprint(val.dataset),
+    train, val = _fingerprints(recipe)
+    return {"train": train, "val": val,
             "recipe": {k: v for k, v in asdict(recipe).items() if k != "data_dir"},
             "spec": asdict(spec), "training": training.key()}
 

@@ -27,6 +27,8 @@ clamped to A), which Table 13 puts on Mask R-CNN's classification head; the mask
 """
 from __future__ import annotations
 
+from functools import partial
+
 import cv2
 import numpy as np
 import torch
@@ -39,6 +41,7 @@ from shared.device import select_device
 from shared.errors import ConfigError, DataFormatError
 from shared.progress import progress
 from shared.seeding import seed_everything
+from shared.training import train_epoch
 
 #: hyperparameters of ``fit_predict`` (the smoke profile's: 12 epochs of Adam, lr 3e-3, batch 8, width 8)
 DEFAULTS = {"epochs": 12, "lr": 3e-3, "batch_size": 8, "width": 8, "loss": "ce", "sce_alpha": 0.1,
@@ -152,6 +155,16 @@ def detections(structure: np.ndarray, classes: np.ndarray, image_id: int, catego
     return out
 
 
+def _two_head_loss(logits: torch.Tensor, targets: torch.Tensor, loss: str, alpha: float, beta: float
+                   ) -> torch.Tensor:
+    """The mask head's cross-entropy plus the class head's ``loss`` over the object pixels (averaged over all
+    pixels, so the class head does not outweigh the mask head); ``targets`` (B, 2, H, W): mask and class targets."""
+    mask_target, class_target = targets[:, 0], targets[:, 1]
+    on_object = class_target >= 0
+    class_loss = pixel_loss(logits[:, 3:], class_target.clamp(min=0), loss, alpha, beta)
+    return F.cross_entropy(logits[:, :3], mask_target) + (class_loss * on_object).mean()
+
+
 def _heads(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The mask head's and the class head's logits: channels 0-2 and 3.. of the U-Net's output."""
     out = model(x)
@@ -218,25 +231,16 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_lo
     structure, classes, category_ids = targets(train.dataset)
     if [c["id"] for c in val.dataset["categories"]] != category_ids:
         raise DataFormatError("train and val have different categories; the model predicts train's")
-    x, y_mask, y_class = _images(train), torch.from_numpy(structure), torch.from_numpy(classes)
+    x, y = _images(train), torch.from_numpy(np.stack([structure, classes], axis=1))  # (n, 2, H, W)
     model = TinyUNet(3 + len(category_ids), hp["width"]).to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=hp["lr"])
     generator = torch.Generator().manual_seed(seed)
+    loss_fn = partial(_two_head_loss, loss=hp["loss"], alpha=hp["sce_alpha"], beta=hp["sce_beta"])
     history, losses = [], []
     logged = set(hp["loss_epochs"]) or set(range(1, hp["epochs"] + 1))
     for epoch in progress(range(1, hp["epochs"] + 1), desc=f"tiny U-Net, seed {seed}", leave=False):
-        model.train()
-        order, total = torch.randperm(len(x), generator=generator), 0.0
-        for batch in order.split(hp["batch_size"]):
-            mask_logits, class_logits = _heads(model, x[batch].to(device))
-            target, on_object = y_class[batch].to(device), y_class[batch].to(device) >= 0
-            class_loss = pixel_loss(class_logits, target.clamp(min=0), hp["loss"], hp["sce_alpha"], hp["sce_beta"])
-            loss = F.cross_entropy(mask_logits, y_mask[batch].to(device)) + (class_loss * on_object).mean()
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            total += float(loss.detach()) * len(batch)
-        history.append({"epoch": epoch, "loss": total / len(x)})
+        loss = train_epoch(model, x, y, optimiser, batch_size=hp["batch_size"], generator=generator, loss_fn=loss_fn)
+        history.append({"epoch": epoch, "loss": loss})
         if log_losses and epoch in logged:
             losses += instance_losses(*_probabilities(model, x, device), train.dataset, category_ids, epoch)
     structure_p, classes_p = _probabilities(model, _images(val), device)

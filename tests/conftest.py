@@ -53,3 +53,18 @@ def slurm(slurm_cluster, monkeypatch):
     """The session's Slurm cluster, with SLURM_CONF set for this test (submitit calls sbatch, sacct, scancel)."""
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf_path))
     return slurm_cluster
+
+
+# ---------------------------------------------------------------------------------------------- signals
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    """A test (or a library it loads) that leaves SIGINT ignored in this process would make every subprocess started
+    later ignore Ctrl-C too (an ignored signal stays ignored across exec), so the Ctrl-C tests of the runner and the
+    executor would hang. Put the handler back after each test, and say which test changed it."""
+    import signal
+    import warnings
+
+    yield
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        warnings.warn(f"{item.nodeid} left SIGINT's handler at {signal.getsignal(signal.SIGINT)!r}; restored")
+        signal.signal(signal.SIGINT, signal.default_int_handler)
