@@ -15,6 +15,11 @@ images relative to its root folder:
   2017's, found through ``coco_url`` (``http://images.cocodataset.org/train2017/x.jpg`` ->
   ``<root>/train2017/x.jpg``; LVIS val uses images of both COCO splits). Categories have ``synset``,
   ``frequency`` etc. but **no supercategory** (spec §9 row 20); annotations have no ``iscrowd``.
+* ``viper`` — VIPER (Richter et al. 2017, GTA-V frames) converted to COCO instances, as the authors' "VIPER curated
+  as COCO" release on Hugging Face (``Kimhi/noisy-labels-for-instance-segmentation-coco-format``) ships it:
+  ``<root>/annotations/instances_{train,val}.json`` (``<root>/instances_{train,val}.json`` is accepted too),
+  images ``<root>/{train,val}/<file_name>``. That release's exact file names were not available to us: another
+  COCO-format VIPER works when its files are renamed or linked to these paths.
 
     path = annotation_path(root, "coco2017", "val")            # DataNotFoundError naming the path and the download
     dataset = load_split(root, "coco2017", "val", check_images=True)
@@ -22,7 +27,7 @@ images relative to its root folder:
     write_layout(root, "lvis_v1", {"train": train, "val": val})
 
 The stand-ins written by ``write_layout`` keep the COCO-shapes categories (ids 1-6), only in the dataset's
-conventions (no supercategory for Cityscapes and LVIS; RLE and ids from 0 for Cityscapes; ``coco_url`` and no
+conventions (COCO's for VIPER; no supercategory for Cityscapes and LVIS; RLE and ids from 0 for Cityscapes; ``coco_url`` and no
 ``iscrowd`` for LVIS). Images are written as JPEG (quality 95) for COCO and LVIS and PNG for Cityscapes.
 """
 from __future__ import annotations
@@ -43,6 +48,7 @@ from shared.errors import ConfigError, DataFormatError, DataNotFoundError, unkno
 COCO_URL = "https://cocodataset.org/#download"
 CITYSCAPES_URL = "https://www.cityscapes-dataset.com/downloads/"
 LVIS_URL = "https://www.lvisdataset.org/dataset"
+VIPER_URL = "https://huggingface.co/collections/Kimhi/noisy-labels-for-instance-segmentation-coco-format"
 COCO_IMAGES_HOST = "http://images.cocodataset.org/"
 JPEG_QUALITY = 95
 STAND_INS = "COCO-shapes, benchmark_n.shapes"
@@ -90,6 +96,16 @@ LAYOUTS: dict[str, Layout] = {
         f"Download leftImg8bit_trainvaltest.zip from {CITYSCAPES_URL} and unzip it under {{root}} "
         "(it creates leftImg8bit/train/<city>/ and leftImg8bit/val/<city>/).",
         False,
+    ),
+    "viper": Layout(
+        "VIPER instances (COCO format)",
+        {s: (f"annotations/instances_{s}.json", f"instances_{s}.json") for s in ("train", "val")},
+        {s: s for s in ("train", "val")},
+        "file_name",
+        f"Download VIPER in COCO format (the authors' 'VIPER curated as COCO', {VIPER_URL}) and put its annotation "
+        "files at {root}/annotations/instances_train.json and instances_val.json (rename or link them).",
+        f"Put VIPER's frames under {{root}}/train/ and {{root}}/val/ as the annotations' file_name says ({VIPER_URL}).",
+        True,
     ),
     "lvis_v1": Layout(
         "LVIS v1",
@@ -184,7 +200,7 @@ def _save_image(path: Path, image: np.ndarray) -> None:
 def _convert(dataset: str, split: str, coco: dict) -> dict:
     """A COCO-shapes dict in ``dataset``'s conventions (see the module docstring)."""
     coco = copy.deepcopy(coco)
-    if dataset == "coco2017":
+    if dataset in ("coco2017", "viper"):
         return coco
     sizes = {im["id"]: (im["height"], im["width"]) for im in coco["images"]}
     if dataset == "cityscapes":

@@ -22,7 +22,8 @@ from benchmark_n import camus, figures, wan
 from benchmark_n import model_figures as MF
 from benchmark_n import model_results as R
 from benchmark_n.pages import PAPER, Page
-from benchmark_n.runs import BACKENDS, DataRecipe, RunSpec, Training, TrainNoise, load_pair, run_grid
+from benchmark_n.runs import (BACKENDS, DataRecipe, FineTuning, RunSpec, Training, TrainNoise, finetune_grid, load_pair,
+                              run_grid)
 from benchmark_n.tables import table7_retained
 from shared.paths import data_dir as default_data_dir
 from shared.progress import progress
@@ -108,9 +109,10 @@ class TrainEval(ModelPage):
         return MF.figure7a(paper, self.records, title, self.report)
 
     def compare_with_paper(self) -> pd.DataFrame:
-        """The paper's Mask R-CNN R-50 row of Tables 3, 8, 11 (12 for LVIS) beside ours: shares of the clean score
-        for a reduced run (a tiny model's absolute AP on shapes says nothing about COCO), absolute AP otherwise."""
-        tables = ["table12"] if self.dataset_name == "LVIS-N" else ["table3", "table8", "table11"]
+        """The paper's Mask R-CNN R-50 row of Tables 3, 8, 11 (12 for LVIS, 2 for VIPER) beside ours: shares of the
+        clean score for a reduced run (a tiny model's absolute AP on shapes says nothing about COCO), absolute AP
+        otherwise."""
+        tables = R.TIER_TABLES.get(self.dataset_name, ["table3", "table8", "table11"])
         paper = pd.concat([reported(PAPER, t) for t in tables], ignore_index=True)
         paper = paper[(paper["dataset"] == self.dataset_name) & (paper["model"] == "M-RCNN")
                       & (paper["backbone"] == "R-50")]
@@ -356,15 +358,22 @@ class WeakAnnotations(ModelPage):
         return R.prompt_table(frame)
 
     def table14(self) -> pd.DataFrame:
-        """Zero-shot rows of Table 14: box prompts from the clean annotations and from their noisy version (the
-        engine's ``table14_tier``), the weak masks scored against the clean ones (IoU, and Dice as "F1")."""
-        noisy = self.noise(self.cfg.table14_tier).draw(self.val, self.cfg.seeds[0])
-        rows = {"clean": None, self.cfg.table14_tier: noisy}
-        frames = [wan.prompt_quality(self.val, ["box"], self.cfg.annotator, self.cfg.seeds[:1],
-                                     checkpoint=self.cfg.get("checkpoint"), prompt_source=source).assign(
-                      annotations=name) for name, source in rows.items()]
-        self.zero_shot = pd.concat(frames, ignore_index=True)
-        return R.zero_shot_table(self.zero_shot)
+        """Table 14 (%): zero-shot, box prompts from the clean annotations and from their noisy version (the engine's
+        ``table14_tier``) on the val images; fine-tuned, a box-prompted segmenter trained on the clean and on the
+        noisy train annotations, prompted with clean val boxes. Every mask is scored against the clean one (IoU, and
+        Dice as "F1")."""
+        cfg, tier = self.cfg, self.cfg.table14_tier
+        sources = {"clean": None, tier: self.noise(tier).draw(self.val, cfg.seeds[0])}
+        zero_shot = [wan.prompt_quality(self.val, ["box"], cfg.annotator, cfg.seeds[:1],
+                                        checkpoint=cfg.get("checkpoint"), prompt_source=source).assign(
+                         method="zero-shot", annotations=name) for name, source in sources.items()]
+        tuned = dict(cfg.finetune)
+        tuning = FineTuning(**tuned, checkpoint=cfg.get("checkpoint") if tuned["backend"] == "sam" else None,
+                            device=self.training.device)
+        fine_tuned = finetune_grid(self.recipe, {"clean": TrainNoise(), tier: self.noise(tier)}, cfg.seeds, tuning)
+        self.sam_rows = pd.concat([*zero_shot, pd.DataFrame(fine_tuned).assign(method="fine-tune")], ignore_index=True)
+        self.report.table(self.sam_rows, "table14")
+        return R.table14_table(self.sam_rows)
 
     def figure(self):
         """Figs. 5 and 14: clean annotations and the weak labels of each prompt on a few training images."""
@@ -389,13 +398,21 @@ class WeakAnnotations(ModelPage):
         paper = R.paper_retained(paper[(paper["dataset"] == "COCO-WAN") & (paper["model"] == "M-RCNN")])
         ours = R.ours_tier_long(self.summary, "COCO-WAN", ["mask_AP", "box_AP"], absolute=False, ours_on=self.ours_on)
         model = self._compare(ours, paper, ["dataset", "model", "backbone", "tier"])
-        reduced = "" if self.cfg.annotator == "sam" else "reduced: "
-        zero_shot = self._compare(R.zero_shot_long(self.zero_shot).assign(ours_on=f"{reduced}{self.cfg.annotator} "
-                                                                          f"on {self.val.name}"),
-                                  reported(PAPER, "table14"), ["method", "annotations"])
-        return pd.concat([model, zero_shot], ignore_index=True)
+        tuned = self.cfg.finetune["backend"]
+        ours_on = {"zero-shot": self.cfg.annotator, "fine-tune": f"{tuned} fine-tuned"}
+        sam = R.table14_long(self.sam_rows)
+        sam["ours_on"] = [f"{'' if self.cfg.annotator == tuned == 'sam' else 'reduced: '}{ours_on[m]} on "
+                          f"{self.val.name}" for m in sam["method"]]
+        sam = self._compare(sam, reported(PAPER, "table14"), ["method", "annotations"])
+        table5 = reported(PAPER, "table5")
+        text = self._compare(R.table5_not_run(table5, R.TEXT_PROMPT_NOT_RUN), table5, ["model", "backbone", "labels"])
+        return pd.concat([model, sam, text], ignore_index=True)
+
+    def table5(self) -> pd.DataFrame:
+        """Table 5, the paper's: Mask2Former's relative loss (%) from clean to Grounded-SAM text-prompted labels."""
+        return R.paper_text_prompt_drop(reported(PAPER, "table5"))
 
     def claims(self) -> pd.DataFrame:
-        return self._finish(R.wan_claims(self.quality, self.summary, self.zero_shot))
+        return self._finish(R.wan_claims(self.quality, self.summary, self.sam_rows))
 
 __all__ = ["ModelPage", "TrainEval", "NoiseAblation", "ClassNoise", "NoisyLosses", "Confidence", "WeakAnnotations", "CamusEF"]

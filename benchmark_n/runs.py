@@ -265,5 +265,79 @@ def run_grid(recipe: DataRecipe, specs, training: Training, *, executor=None,
     return results
 
 
+# ------------------------------------------------------------------------------------------------ Table 14: fine-tuning
+FINETUNE_KIND = "benchmark-n-finetune"
+
+
+@dataclass(frozen=True)
+class FineTuning:
+    """Table 14's fine-tuning (``benchmark_n.sam_finetune``): the backend (``FINETUNERS``: "tiny" offline, "sam"),
+    its hyperparameters, the first ``max_images`` training images (None: all), the SAM ``checkpoint`` (None: the
+    default ViT-H path) and the device (not in the key)."""
+
+    backend: str = "tiny"
+    hparams: tuple = ()
+    max_images: int | None = None
+    checkpoint: str | None = None
+    device: str = "cpu"
+
+    def __post_init__(self):
+        from benchmark_n.sam_finetune import FINETUNERS
+
+        object.__setattr__(self, "hparams", tuple(sorted(dict(self.hparams).items())))
+        if self.backend not in FINETUNERS:
+            raise unknown_choice("fine-tuning backend", self.backend, FINETUNERS)
+        if self.max_images is not None and (not isinstance(self.max_images, int) or self.max_images < 1):
+            raise ConfigError(f"max_images must be a positive integer or None, got {self.max_images!r}")
+
+    def key(self) -> dict:
+        from benchmark_n.sam_finetune import FINETUNERS
+
+        return {"backend": self.backend, "hparams": {**FINETUNERS[self.backend].defaults, **dict(self.hparams)},
+                "max_images": self.max_images, "checkpoint": self.checkpoint}
+
+
+def first_images(dataset: dict, n: int) -> dict:
+    """``dataset`` cut to its first ``n`` images (in ``images`` order) and their annotations."""
+    images = dataset["images"][:n]
+    kept = {im["id"] for im in images}
+    return {**dataset, "images": images, "annotations": [a for a in dataset["annotations"] if a["image_id"] in kept]}
+
+
+def finetune_quality(recipe: DataRecipe, noise: TrainNoise, seed: int, tuning: FineTuning) -> dict:
+    """Fine-tune a box-prompted segmenter on the train split with ``noise`` and score the masks it draws from the
+    clean val boxes against the clean val masks (``wan.prompt_quality``'s columns), with its training history."""
+    from benchmark_n.sam_finetune import finetune
+    from benchmark_n.wan import prompt_quality
+
+    train, val = load_pair(recipe)
+    dataset = noise.draw(train, seed)
+    if tuning.max_images is not None:
+        dataset = first_images(dataset, tuning.max_images)
+    tool = finetune(replace(train, dataset=dataset), tuning.backend, dict(tuning.hparams), seed,
+                    checkpoint=tuning.checkpoint, device=tuning.device)
+    row = prompt_quality(val, ["box"], tool, [seed]).iloc[0]
+    return {**json.loads(row.to_json()), "history": tool.history}
+
+
+def finetune_grid(recipe: DataRecipe, noises: dict, seeds, tuning: FineTuning,
+                  cache: ArtifactCache | None = None) -> list[dict]:
+    """``finetune_quality`` for every (name, ``TrainNoise``) of ``noises`` and seed, each cached; one record per
+    run: ``annotations`` (the name), seed and the quality columns."""
+    from benchmark_n import sam_finetune, wan
+
+    cache = cache or ArtifactCache()
+    train, val = _fingerprints(recipe)
+    records = []
+    for (name, noise), seed in progress([(item, s) for item in noises.items() for s in seeds], desc="fine-tuning"):
+        params = {"train": train, "val": val, "recipe": {k: v for k, v in asdict(recipe).items() if k != "data_dir"},
+                  "noise": asdict(noise), "seed": seed, "tuning": tuning.key()}
+        stored = cache.get_or_build(FINETUNE_KIND, params, partial(finetune_quality, recipe, noise, seed, tuning),
+                                    code=[finetune_quality, sam_finetune, wan], fmt="json")
+        records.append({"annotations": name, **{k: v for k, v in stored.items() if k != "history"}})
+    return records
+
+
 __all__ = ["CACHE_KIND", "BACKENDS", "NOISE_KINDS", "SCORE_KEYS", "TrainNoise", "RunSpec", "Training", "DataRecipe",
-           "load_pair", "evaluate", "train_run", "RunResult", "run_grid"]
+           "load_pair", "evaluate", "train_run", "RunResult", "run_grid", "FINETUNE_KIND", "FineTuning", "first_images",
+           "finetune_quality", "finetune_grid"]

@@ -418,7 +418,7 @@ def make_annotator(annotator="grabcut", checkpoint=None, **options) -> Annotator
 
 
 # ------------------------------------------------------------------------------------------------ weak_dataset
-def _image_getter(data) -> Callable[[int], np.ndarray]:
+def image_getter(data) -> Callable[[int], np.ndarray]:
     """image id -> (h, w, 3) uint8 RGB; ``data.image(image_id, required=True)`` where it takes ``required`` (a real
     dataset's missing image file is then an error, not a grey canvas that would be "annotated")."""
     if callable(getattr(data, "image", None)):
@@ -486,7 +486,7 @@ def weak_dataset(data, prompt: str, annotator="grabcut", seed: int = 0, class_no
         raise ConfigError(f"scale_bbox (omega) must be >= 1, got {scale_bbox!r}")
     dataset = data.dataset
     check_coco(dataset)
-    image_of = _image_getter(data)
+    image_of = image_getter(data)
     sources = _prompt_masks(prompt_source, dataset)
     tool = make_annotator(annotator, checkpoint, **annotator_options)
     sizes = image_sizes(dataset)
@@ -617,5 +617,6 @@ def prompt_quality(data, prompts: Sequence[str] = OFFLINE_PROMPTS, annotator="gr
 __all__ = ["BOX_NOISE_SD", "COUNTS", "CLASS_NOISE_KIND", "tight_box", "Prompt", "PROMPTS", "OFFLINE_PROMPTS",
            "NOT_RUN", "TEXT_PROMPT_HELP", "WAN_TIERS", "make_prompt", "Annotator", "grabcut_box", "flood_point",
            "GrabCutAnnotator", "SamAnnotator", "SAM_CHECKPOINTS", "default_sam_checkpoint", "load_sam",
-           "AnnotatorSpec", "ANNOTATORS", "make_annotator", "weak_dataset", "weak_tier", "QUALITY_COLUMNS",
+           "AnnotatorSpec", "ANNOTATORS", "make_annotator", "image_getter", "weak_dataset", "weak_tier",
+           "QUALITY_COLUMNS",
            "prompt_quality"]

@@ -56,15 +56,12 @@ def slurm(slurm_cluster, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------- signals
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item):
-    """A test (or a library it loads) that leaves SIGINT ignored in this process would make every subprocess started
-    later ignore Ctrl-C too (an ignored signal stays ignored across exec), so the Ctrl-C tests of the runner and the
-    executor would hang. Put the handler back after each test, and say which test changed it."""
+def pytest_configure(config):
+    """A shell without job control starts a background command (``make test > log &``) with SIGINT ignored, and an
+    ignored signal stays ignored across exec: every subprocess the tests start would then ignore Ctrl-C, and the
+    Ctrl-C tests of the runner and the executor would hang. Give this process (and so its children) Python's
+    default handler before anything starts."""
     import signal
-    import warnings
 
-    yield
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        warnings.warn(f"{item.nodeid} left SIGINT's handler at {signal.getsignal(signal.SIGINT)!r}; restored")
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)

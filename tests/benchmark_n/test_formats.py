@@ -61,6 +61,21 @@ def test_missing_annotation_file_names_the_expected_path(tmp_path):
         load_split(tmp_path, "cityscapes", "train")
     with pytest.raises(DataNotFoundError, match="lvisdataset.org"):
         load_split(tmp_path, "lvis_v1", "val")
+    with pytest.raises(DataNotFoundError, match="(?s)annotations/instances_train.json.*VIPER curated as COCO"):
+        load_split(tmp_path, "viper", "train")
+
+
+def test_viper_in_coco_format_round_trips_and_takes_either_annotation_path(tmp_path, small):
+    root = write_layout(tmp_path / "viper", "viper", {"train": small[0], "val": small[1]})
+    loaded = load_split(root, "viper", "val", check_images=True)
+    assert loaded == small[1].dataset
+    entry = loaded["images"][0]
+    assert image_path(root, "viper", "val", entry) == root / "val" / entry["file_name"]
+    (root / "annotations" / "instances_val.json").rename(root / "instances_val.json")
+    assert annotation_path(root, "viper", "val") == root / "instances_val.json"
+    (root / "val" / entry["file_name"]).unlink()
+    with pytest.raises(DataNotFoundError, match=f"1 of the {len(loaded['images'])} VIPER .* val images"):
+        load_split(root, "viper", "val", check_images=True)
 
 
 def test_git_lfs_pointer_is_refused_with_the_fix(coco_root):
@@ -150,9 +165,9 @@ def test_lvis_layout_finds_images_through_coco_url(tmp_path, small):
 
 
 def test_registry_and_bad_names(tmp_path, small):
-    assert set(LAYOUTS) == {"coco2017", "cityscapes", "lvis_v1"}
+    assert set(LAYOUTS) == {"coco2017", "cityscapes", "lvis_v1", "viper"}
     assert all(set(spec.annotations) == {"train", "val"} for spec in LAYOUTS.values())
-    with pytest.raises(ConfigError, match="cityscapes, coco2017, lvis_v1"):
+    with pytest.raises(ConfigError, match="cityscapes, coco2017, lvis_v1, viper"):
         annotation_path(tmp_path, "coco2014", "val")
     with pytest.raises(ConfigError, match="train, val"):
         annotation_path(tmp_path, "coco2017", "test")

@@ -32,16 +32,6 @@ def _quiet(monkeypatch):
     monkeypatch.setenv("NOISY_PROGRESS", "0")
 
 
-@pytest.fixture(scope="module")
-def shapes6():
-    return generate_shapes(6, 0, **preset("model", height=96, width=96))
-
-
-@pytest.fixture(scope="module")
-def shapes40():
-    return generate_shapes(40, 0, **preset("model", height=96, width=96))
-
-
 def c_shape() -> np.ndarray:
     """A thick 'C' (an annulus with a gap on the right): its centroid and box centre lie outside it."""
     mask = np.zeros((H, W), np.uint8)
@@ -321,47 +311,8 @@ def test_missing_sam_checkpoint_package_and_text_prompt_name_the_fix(tmp_path, m
 
 
 # ------------------------------------------------------------------------------------------------ SAM plumbing
-def tiny_sam():
-    """A randomly initialised, very small SAM built from segment_anything's own classes (64 px input, 1 block)."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("segment_anything")
-    from segment_anything.modeling import ImageEncoderViT, MaskDecoder, PromptEncoder, Sam, TwoWayTransformer
-
-    torch.manual_seed(0)
-    dim, size = 32, 64
-    return Sam(ImageEncoderViT(img_size=size, patch_size=16, embed_dim=dim, depth=1, num_heads=2, mlp_ratio=2,
-                               out_chans=dim),
-               PromptEncoder(embed_dim=dim, image_embedding_size=(size // 16, size // 16),
-                             input_image_size=(size, size), mask_in_chans=4),
-               MaskDecoder(transformer_dim=dim, transformer=TwoWayTransformer(depth=1, embedding_dim=dim, num_heads=2,
-                                                                             mlp_dim=64),
-                           iou_head_depth=1, iou_head_hidden_dim=16)).eval()
-
-
-def tiny_sam_predictor():
-    """A real SamPredictor around ``tiny_sam()`` that records its inputs and outputs."""
-    sam = tiny_sam()  # skips where segment_anything is not installed
-    from segment_anything import SamPredictor
-
-    class Recording(SamPredictor):
-        def __init__(self, model):
-            super().__init__(model)
-            self.images, self.calls = [], []
-
-        def set_image(self, image, image_format="RGB"):
-            self.images.append(image.copy())
-            super().set_image(image, image_format)
-
-        def predict(self, **kwargs):
-            masks, scores, logits = super().predict(**kwargs)
-            self.calls.append((kwargs, masks, scores))
-            return masks, scores, logits
-
-    return Recording(sam)
-
-
 @pytest.mark.parametrize("prompt", ["box", "point_center_bbox"])
-def test_sam_annotator_prompts_once_per_image_and_keeps_the_best_scored_mask(shapes6, prompt):
+def test_sam_annotator_prompts_once_per_image_and_keeps_the_best_scored_mask(shapes6, prompt, tiny_sam_predictor):
     predictor = tiny_sam_predictor()
     weak = weak_dataset(shapes6, prompt, annotator=SamAnnotator(predictor))
     assert len(predictor.images) == 6 and all(np.array_equal(a, b) for a, b in zip(predictor.images, shapes6.images))
@@ -381,7 +332,7 @@ def test_sam_annotator_prompts_once_per_image_and_keeps_the_best_scored_mask(sha
     assert next(kept, None) is None and weak.manifest["annotator"] == "sam" and weak.manifest["kept"] > 0
 
 
-def test_load_sam_reads_the_model_type_from_the_checkpoint_name(tmp_path, monkeypatch):
+def test_load_sam_reads_the_model_type_from_the_checkpoint_name(tmp_path, monkeypatch, tiny_sam):
     pytest.importorskip("segment_anything")
     import segment_anything
 
