@@ -27,8 +27,9 @@ images relative to its root folder:
     write_layout(root, "lvis_v1", {"train": train, "val": val})
 
 The stand-ins written by ``write_layout`` keep the COCO-shapes categories (ids 1-6), only in the dataset's
-conventions (COCO's for VIPER; no supercategory for Cityscapes and LVIS; RLE and ids from 0 for Cityscapes; ``coco_url`` and no
-``iscrowd`` for LVIS). Images are written as JPEG (quality 95) for COCO and LVIS and PNG for Cityscapes.
+conventions (COCO's for VIPER; no supercategory for Cityscapes and LVIS; RLE and ids from 0 for Cityscapes;
+``coco_url`` and no ``iscrowd`` for LVIS). Images are written as JPEG (quality 95) for COCO, VIPER and LVIS and PNG
+for Cityscapes.
 """
 from __future__ import annotations
 

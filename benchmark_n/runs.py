@@ -24,6 +24,7 @@ import importlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache, partial
+from pathlib import Path
 
 from benchmark_n import formats
 from benchmark_n.metrics import boundary_ap, coco_ap
@@ -267,6 +268,7 @@ def run_grid(recipe: DataRecipe, specs, training: Training, *, executor=None,
 
 # ------------------------------------------------------------------------------------------------ Table 14: fine-tuning
 FINETUNE_KIND = "benchmark-n-finetune"
+FINETUNE_SETTINGS = ("backend", "hparams", "max_images")
 
 
 @dataclass(frozen=True)
@@ -287,14 +289,35 @@ class FineTuning:
         object.__setattr__(self, "hparams", tuple(sorted(dict(self.hparams).items())))
         if self.backend not in FINETUNERS:
             raise unknown_choice("fine-tuning backend", self.backend, FINETUNERS)
-        if self.max_images is not None and (not isinstance(self.max_images, int) or self.max_images < 1):
+        if self.max_images is not None and (not isinstance(self.max_images, int) or isinstance(self.max_images, bool)
+                                            or self.max_images < 1):
             raise ConfigError(f"max_images must be a positive integer or None, got {self.max_images!r}")
 
+    @classmethod
+    def from_settings(cls, settings: dict | None, defaults: dict | None = None, *, checkpoint=None,
+                      device: str = "cpu") -> "FineTuning":
+        """A page's ``finetune`` setting ({backend, hparams, max_images}) over the profile's ``defaults``, key by key
+        (an override of ``hparams`` alone keeps the profile's backend); the SAM ``checkpoint`` only for backend
+        "sam"."""
+        merged = {**(defaults or {}), **(settings or {})}
+        unknown = set(merged) - set(FINETUNE_SETTINGS)
+        if unknown:
+            raise ConfigError(f"unknown finetune setting(s) {sorted(unknown)}; valid: {', '.join(FINETUNE_SETTINGS)} "
+                              "(SAM's weights are the page's checkpoint setting)")
+        backend = merged.get("backend", "tiny")
+        return cls(backend, dict(merged.get("hparams") or {}), merged.get("max_images"),
+                   checkpoint if backend == "sam" else None, device)
+
     def key(self) -> dict:
+        """What the result depends on; the checkpoint as its file name and size (a replaced file is another key)."""
         from benchmark_n.sam_finetune import FINETUNERS
 
+        weights = None
+        if self.checkpoint is not None:
+            path = Path(self.checkpoint).expanduser()
+            weights = {"name": path.name, "bytes": path.stat().st_size if path.is_file() else None}
         return {"backend": self.backend, "hparams": {**FINETUNERS[self.backend].defaults, **dict(self.hparams)},
-                "max_images": self.max_images, "checkpoint": self.checkpoint}
+                "max_images": self.max_images, "checkpoint": weights}
 
 
 def first_images(dataset: dict, n: int) -> dict:
@@ -306,18 +329,16 @@ def first_images(dataset: dict, n: int) -> dict:
 
 def finetune_quality(recipe: DataRecipe, noise: TrainNoise, seed: int, tuning: FineTuning) -> dict:
     """Fine-tune a box-prompted segmenter on the train split with ``noise`` and score the masks it draws from the
-    clean val boxes against the clean val masks (``wan.prompt_quality``'s columns), with its training history."""
+    clean val boxes against the clean val masks (``wan.prompt_quality``'s columns)."""
     from benchmark_n.sam_finetune import finetune
     from benchmark_n.wan import prompt_quality
 
     train, val = load_pair(recipe)
-    dataset = noise.draw(train, seed)
-    if tuning.max_images is not None:
-        dataset = first_images(dataset, tuning.max_images)
-    tool = finetune(replace(train, dataset=dataset), tuning.backend, dict(tuning.hparams), seed,
+    if tuning.max_images is not None:  # cut first: the engines draw each annotation's noise from its own stream
+        train = replace(train, dataset=first_images(train.dataset, tuning.max_images))
+    tool = finetune(replace(train, dataset=noise.draw(train, seed)), tuning.backend, dict(tuning.hparams), seed,
                     checkpoint=tuning.checkpoint, device=tuning.device)
-    row = prompt_quality(val, ["box"], tool, [seed]).iloc[0]
-    return {**json.loads(row.to_json()), "history": tool.history}
+    return json.loads(prompt_quality(val, ["box"], tool, [seed]).iloc[0].to_json())
 
 
 def finetune_grid(recipe: DataRecipe, noises: dict, seeds, tuning: FineTuning,
@@ -334,10 +355,10 @@ def finetune_grid(recipe: DataRecipe, noises: dict, seeds, tuning: FineTuning,
                   "noise": asdict(noise), "seed": seed, "tuning": tuning.key()}
         stored = cache.get_or_build(FINETUNE_KIND, params, partial(finetune_quality, recipe, noise, seed, tuning),
                                     code=[finetune_quality, sam_finetune, wan], fmt="json")
-        records.append({"annotations": name, **{k: v for k, v in stored.items() if k != "history"}})
+        records.append({"annotations": name, **stored})
     return records
 
 
 __all__ = ["CACHE_KIND", "BACKENDS", "NOISE_KINDS", "SCORE_KEYS", "TrainNoise", "RunSpec", "Training", "DataRecipe",
-           "load_pair", "evaluate", "train_run", "RunResult", "run_grid", "FINETUNE_KIND", "FineTuning", "first_images",
-           "finetune_quality", "finetune_grid"]
+           "load_pair", "evaluate", "train_run", "RunResult", "run_grid", "FINETUNE_KIND", "FINETUNE_SETTINGS",
+           "FineTuning", "first_images", "finetune_quality", "finetune_grid"]

@@ -151,6 +151,9 @@ def _check_hparams(hparams: dict | None, defaults: dict, backend: str) -> dict:
         if key in hp and (not isinstance(hp[key], (int, np.integer)) or isinstance(hp[key], bool)
                           or hp[key] < (0 if key == "epochs" else 1)):
             raise ConfigError(f"{key} must be an integer >= {0 if key == 'epochs' else 1}, got {hp[key]!r}")
+    for key in ("lr", "weight_decay", "context"):
+        if key in hp and (not isinstance(hp[key], (int, float, np.integer, np.floating)) or isinstance(hp[key], bool)):
+            raise ConfigError(f"{key} must be a number, got {hp[key]!r} (in YAML write 1.0e-5, not 1e-5)")
     if not hp["lr"] > 0 or hp.get("weight_decay", 0) < 0 or hp.get("context", 0) < 0:
         raise ConfigError(f"lr must be > 0 and weight_decay, context >= 0, got {hparams}")
     if "size" in hp and hp["size"] % 4:
@@ -326,7 +329,8 @@ class FinetunedSamAnnotator:
     def __init__(self, model, hparams: dict, seed: int, examples: int, history: list[float],
                  checkpoint: str | None = None):
         _, SamPredictor = _sam_classes()
-        self.model, self.predictor = model.eval(), SamPredictor(model.eval())
+        model.mask_decoder.eval()  # the encoders are the input model's, left as they are
+        self.model, self.predictor = model, SamPredictor(model)
         self.hparams, self.seed, self.examples, self.history = dict(hparams), seed, examples, list(history)
         self.checkpoint = checkpoint
 
@@ -384,6 +388,8 @@ def finetune_sam(data, hparams: dict | None = None, seed: int = 0, *, checkpoint
         total, count = 0.0, 0
         for i in torch.randperm(len(index), generator=generator).tolist():
             image, masks = _load(image_of, index[i])
+            if sam.image_format != "RGB":  # as SamPredictor.set_image turns an RGB image into the model's format
+                image = np.ascontiguousarray(image[..., ::-1])
             if len(masks) > hp["max_instances"]:
                 chosen = torch.randperm(len(masks), generator=generator)[:hp["max_instances"]].sort().values
                 masks = [masks[j] for j in chosen.tolist()]
@@ -408,7 +414,7 @@ def finetune_sam(data, hparams: dict | None = None, seed: int = 0, *, checkpoint
             total += float(loss.detach()) * len(masks)
             count += len(masks)
         history.append(total / count)
-    sam.eval()
+    sam.mask_decoder.eval()
     examples = sum(min(len(anns), hp["max_instances"]) for _, _, anns in index)
     return FinetunedSamAnnotator(sam, hp, seed, examples, history, path)
 

@@ -178,3 +178,14 @@ def test_benchmark_files_page_writes_checks_and_compares(tmp_path, cache_dir):
     assert set(comparison["tier"]) == {"low", "mid", "high"} and comparison["diff"].abs().max() == 0  # mid: not written
     assert comparison["ours"].notna().sum() == 16
     assert set(page.claims()["verdict"]) == {"yes"}
+
+
+def test_sams_weights_are_looked_for_under_the_pages_data_dir(tmp_path):
+    from benchmark_n.model_pages import WeakAnnotations
+
+    full = WeakAnnotations("full", data_dir=tmp_path, out_dir=tmp_path / "out")
+    assert full.sam_checkpoint == str(tmp_path / "weights" / "sam_vit_h_4b8939.pth")
+    mine = WeakAnnotations("full", data_dir=tmp_path, settings={"checkpoint": "/w/sam_vit_b_01ec64.pth"},
+                           out_dir=tmp_path / "out")
+    assert mine.sam_checkpoint == "/w/sam_vit_b_01ec64.pth"
+    assert WeakAnnotations("smoke", out_dir=tmp_path / "out").sam_checkpoint is None  # GrabCut, tiny fine-tune

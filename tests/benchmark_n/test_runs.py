@@ -176,7 +176,9 @@ def test_wan_claims_read_the_prompt_table_the_runs_and_table14s_rows():
     claims = R.wan_claims(quality, summary, sam)
     # fine-tuned: mean of two seeds 85 -> 74 (-11) beats zero-shot's 80 -> 60 (-20); Table 5 is never run
     assert [r["verdict"] for r in claims] == ["yes", "no", "yes", "yes", "yes", "yes", "not run"]
-    assert "85.0 -> 74.0 (-11.0)" in claims[5]["detail"]
+    assert "fine-tuned 85.0 -> 74.0 (-11.0), zero-shot 80.0" in claims[5]["detail"]
+    named = R.wan_claims(quality, summary, sam.assign(annotator=["grabcut"] * 2 + ["tiny-box-finetuned"] * 4))
+    assert named[4]["detail"] == "mean IoU tiny-box-finetuned 85.0, grabcut 80.0"
     worse = sam.assign(mean_iou=[0.8, 0.6, 0.84, 0.5, 0.86, 0.5])  # noisy masks now cost the fine-tuned model more
     assert R.wan_claims(quality, summary, worse)[5]["verdict"] == "no"
     long = R.table14_long(sam).set_index(["method", "annotations", "metric"])["value"]
@@ -188,9 +190,9 @@ def test_wan_claims_read_the_prompt_table_the_runs_and_table14s_rows():
 
 def test_table5_is_shown_beside_an_explicit_gap_and_its_drops_are_the_papers_text():
     paper = reported("benchmark_n", "table5")
-    drop = R.paper_text_prompt_drop(paper)
+    change = R.paper_text_prompt_change(paper)
     # the text: "approximately 48 % in R-50 and 37.3 % in Swin-S"; the cells give R-50 box -47.3 %, Swin-S mask -38.4 %
-    assert drop.loc["R-50", "box_AP"] == 47.3 and drop.loc["Swin-S", "mask_AP"] == 38.4
+    assert change.loc["R-50", "box_AP"] == -47.3 and change.loc["Swin-S", "mask_AP"] == -38.4
     table = compare_with_paper(R.table5_not_run(paper, "why"), paper, ["model", "backbone", "labels"])
     assert len(table) == len(paper) == 16 and table["ours"].isna().all()
     assert (table["ours_on"] == "not run: why").all()
@@ -231,3 +233,18 @@ def test_a_viper_run_is_compared_with_table2_cell_by_cell():
     assert len(table) == len(paper) and table["ours"].notna().all()  # every Table 2 cell has ours beside it
     clean = table[table["tier"] == "clean"].set_index("metric")
     assert clean.loc["mask_AP", "diff"] == pytest.approx(0) and clean.loc["mask_AP_S", "diff"] == pytest.approx(0)
+
+
+def test_a_finetune_override_updates_the_profiles_setting_key_by_key_and_pins_the_weights_file(tmp_path):
+    full = {"backend": "sam", "hparams": {"epochs": 1}, "max_images": 5000}
+    tuning = FineTuning.from_settings({"hparams": {"epochs": 2}}, full, checkpoint=str(tmp_path / "sam_vit_b.pth"))
+    assert (tuning.backend, dict(tuning.hparams), tuning.max_images) == ("sam", {"epochs": 2}, 5000)
+    assert FineTuning.from_settings({"backend": "tiny", "hparams": None}, full, checkpoint="x.pth").checkpoint is None
+    with pytest.raises(ConfigError, match="unknown finetune setting.*checkpoint"):
+        FineTuning.from_settings({"checkpoint": "x.pth"}, full)
+    assert tuning.key()["checkpoint"] == {"name": "sam_vit_b.pth", "bytes": None}  # not there (yet)
+    (tmp_path / "sam_vit_b.pth").write_bytes(b"12345")
+    replaced = tuning.key()
+    assert replaced["checkpoint"]["bytes"] == 5 and replaced["hparams"]["lr"] == sam_finetune.SAM_DEFAULTS["lr"]
+    with pytest.raises(ConfigError, match="lr must be a number"):
+        sam_finetune.finetune(load_pair(DataRecipe(n_train=4, n_val=2))[0], "tiny", {"lr": "1e-5"})
