@@ -18,7 +18,7 @@ from functools import cached_property, partial
 import numpy as np
 import pandas as pd
 
-from benchmark_n import camus, figures, wan
+from benchmark_n import camus, figures, grounded, wan
 from benchmark_n import model_figures as MF
 from benchmark_n import model_results as R
 from benchmark_n.pages import PAPER, Page
@@ -27,7 +27,7 @@ from benchmark_n.runs import (BACKENDS, DataRecipe, FineTuning, RunSpec, Trainin
 from benchmark_n.tables import table7_retained
 from shared.paths import data_dir as default_data_dir
 from shared.progress import progress
-from shared.errors import ConfigError
+from shared.errors import ConfigError, unknown_choice
 from shared.profiles import notebook_settings
 from shared.report import compare_with_paper, reported
 
@@ -364,9 +364,33 @@ class WeakAnnotations(ModelPage):
         """Every prompt's weak labels of the val images scored against their clean annotations (mean over seeds)."""
         frame = wan.prompt_quality(self.val, self.cfg.prompts, self.cfg.annotator, self.cfg.seeds,
                                    checkpoint=self.sam_checkpoint)
+        if self.cfg.get("text"):
+            frame = pd.concat([frame, self.text_quality()], ignore_index=True)
         self.quality = frame
         self.report.table(frame, "prompt_quality")
         return R.prompt_table(frame)
+
+    def text_quality(self) -> pd.DataFrame:
+        """The text prompt's row of ``prompt_quality`` (Grounded-SAM): the ``text`` setting's detector, queried with
+        each val image's class names, its boxes prompting the annotator. "stand_in" trains the smoke profile's tiny
+        U-Net on other COCO-shapes images (option ``hparams``); "grounding_dino" reads the model under this page's
+        ``data_dir/weights`` (options model_dir, box_threshold, text_threshold, device)."""
+        text = dict(self.cfg.text)
+        detector, threshold = text.pop("detector"), text.pop("score_threshold", 0.35)
+        valid = {"stand_in": {"hparams"}, "grounding_dino": {"model_dir", "box_threshold", "text_threshold", "device"}}
+        if detector not in valid:
+            raise unknown_choice("text-prompt detector", detector, valid)
+        if set(text) - valid[detector]:
+            raise ConfigError(f"unknown text setting(s) {sorted(set(text) - valid[detector])} for detector {detector}; "
+                              f"valid: detector, score_threshold, {', '.join(sorted(valid[detector]))}")
+        if detector == "stand_in":
+            options = {"train": grounded.stand_in_train(self.recipe), "hparams": text.get("hparams")}
+        else:
+            weights = default_data_dir(self.data_dir) / "weights" / grounded.GROUNDING_DINO_DIR
+            options = {**text, "model_dir": text.get("model_dir") or weights}
+        return grounded.text_prompt_quality(self.val, detector, self.cfg.annotator, self.cfg.seeds,
+                                            detector_options=options, score_threshold=threshold,
+                                            checkpoint=self.sam_checkpoint)
 
     def table14(self) -> pd.DataFrame:
         """Table 14 (%): zero-shot, box prompts from the clean annotations and from their noisy version (the engine's

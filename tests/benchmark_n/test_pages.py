@@ -189,3 +189,13 @@ def test_sams_weights_are_looked_for_under_the_pages_data_dir(tmp_path):
                            out_dir=tmp_path / "out")
     assert mine.sam_checkpoint == "/w/sam_vit_b_01ec64.pth"
     assert WeakAnnotations("smoke", out_dir=tmp_path / "out").sam_checkpoint is None  # GrabCut, tiny fine-tune
+
+
+def test_the_text_prompt_setting_is_checked_before_anything_trains(tmp_path):
+    from benchmark_n.model_pages import WeakAnnotations
+
+    with pytest.raises(ConfigError, match=r"unknown text setting\(s\) \['model_dir'\] for detector stand_in"):
+        WeakAnnotations("smoke", settings={"text": {"detector": "stand_in", "model_dir": "x"}},
+                        out_dir=tmp_path).text_quality()
+    with pytest.raises(ConfigError, match="grounding_dino, stand_in"):
+        WeakAnnotations("smoke", settings={"text": {"detector": "owl_vit"}}, out_dir=tmp_path).text_quality()

@@ -166,8 +166,8 @@ def test_conflicting_classes_counts_instances_detected_as_two_classes():
 
 
 def test_wan_claims_read_the_prompt_table_the_runs_and_table14s_rows():
-    quality = pd.DataFrame({"prompt": ["box", "box_noisy", "point_center_bbox", "point_random_in_mask"],
-                            "mask_AP": [0.8, 0.7, 0.6, 0.65]})
+    quality = pd.DataFrame({"prompt": ["box", "box_noisy", "point_center_bbox", "point_random_in_mask", "text"],
+                            "mask_AP": [0.8, 0.7, 0.6, 0.65, 0.3]})
     summary = _summary(_run(mask_AP=0.6), _run("weak", tier="easy", mask_AP=0.5), _run("weak", tier="medium", mask_AP=0.4))
     sam = pd.DataFrame({"method": ["zero-shot", "zero-shot", "fine-tune", "fine-tune", "fine-tune", "fine-tune"],
                         "annotations": ["clean", "high", "clean", "high", "clean", "high"],
@@ -175,17 +175,19 @@ def test_wan_claims_read_the_prompt_table_the_runs_and_table14s_rows():
                         "det_f1_50": [1, 0.9, 1, 1, 1, 1]})
     claims = R.wan_claims(quality, summary, sam)
     # fine-tuned: mean of two seeds 85 -> 74 (-11) beats zero-shot's 80 -> 60 (-20); Table 5 is never run
-    assert [r["verdict"] for r in claims] == ["yes", "no", "yes", "yes", "yes", "yes", "not run"]
-    assert "fine-tuned 85.0 -> 74.0 (-11.0), zero-shot 80.0" in claims[5]["detail"]
+    assert [r["verdict"] for r in claims] == ["yes", "yes", "no", "yes", "yes", "yes", "yes", "not run"]
+    assert claims[1]["detail"] == "mask AP of the labels: text 30.0, point 60.0, box 80.0"
+    assert "fine-tuned 85.0 -> 74.0 (-11.0), zero-shot 80.0" in claims[6]["detail"]
+    assert R.wan_claims(quality.iloc[:4], summary, sam)[1]["verdict"] == "not run"  # no text row: never "no"
     named = R.wan_claims(quality, summary, sam.assign(annotator=["grabcut"] * 2 + ["tiny-box-finetuned"] * 4))
-    assert named[4]["detail"] == "mean IoU tiny-box-finetuned 85.0, grabcut 80.0"
+    assert named[5]["detail"] == "mean IoU tiny-box-finetuned 85.0, grabcut 80.0"
     worse = sam.assign(mean_iou=[0.8, 0.6, 0.84, 0.5, 0.86, 0.5])  # noisy masks now cost the fine-tuned model more
-    assert R.wan_claims(quality, summary, worse)[5]["verdict"] == "no"
+    assert R.wan_claims(quality, summary, worse)[6]["verdict"] == "no"
     long = R.table14_long(sam).set_index(["method", "annotations", "metric"])["value"]
     assert long[("zero-shot", "high", "iou")] == 60.0 and long[("fine-tune", "clean", "f1")] == 90.0
     assert R.table14_table(sam).loc[("fine-tune", "high"), "mean_iou"] == 74.0
     empty = R.wan_claims(quality.iloc[:0], _summary(_run()), sam.iloc[:0])
-    assert [r["verdict"] for r in empty] == ["not run"] * 7
+    assert [r["verdict"] for r in empty] == ["not run"] * 8
 
 
 def test_table5_is_shown_beside_an_explicit_gap_and_its_drops_are_the_papers_text():
