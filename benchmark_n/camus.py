@@ -501,6 +501,12 @@ def _patient_dirs(root: Path) -> tuple[Path, list[Path]]:
         f"CAMUS: {CAMUS_URL}. Without it, use synthetic_camus().")
 
 
+def locate_camus(root) -> Path:
+    """The folder of CAMUS's patientXXXX folders under ``root`` (the release, ``database_nifti/``, ``training/`` or
+    ``testing/``); DataNotFoundError naming the expected files and where to get them otherwise."""
+    return _patient_dirs(Path(root))[0]
+
+
 def _frame_files(folder: Path, view: str, fmt: str) -> dict[str, Path] | None:
     """{"ED", "ED_gt", "ES", "ES_gt"} paths in ``fmt`` ("nifti" / "mhd"); None when no file of that format is
     there at all."""
@@ -1054,9 +1060,9 @@ def figure9(images: np.ndarray, clean_masks: np.ndarray, noisy_masks: np.ndarray
     return finish_figure(fig, report, "figure9")
 
 
-__all__ = ["write_camus_mhd", "ED", "ES", "FRAMES", "TRAINING", "TABLE6_COLUMNS", "METRICS", "HIGHER_IS_BETTER", "DEFAULTS", "SMOKE",
-           "LV_LABEL", "SWING_CLAIM", "SWING_MEASURES", "EchoData", "mask_ef", "synthetic_camus", "read_nifti",
-           "read_mhd", "read_info_cfg", "load_camus", "fill_contours", "jitter_mask", "noise_parameters",
-           "noisy_lv_masks", "check_hparams", "soft_dice_loss", "train_unet", "largest_component", "predict",
-           "evaluate_masks", "evaluate", "split_patients", "clean_vs_noisy", "table6", "claims", "lv_mask",
+__all__ = ["write_camus_mhd", "ED", "ES", "FRAMES", "TRAINING", "TABLE6_COLUMNS", "METRICS", "HIGHER_IS_BETTER",
+           "DEFAULTS", "SMOKE", "LV_LABEL", "SWING_CLAIM", "SWING_MEASURES", "EchoData", "mask_ef", "synthetic_camus",
+           "read_nifti", "read_mhd", "read_info_cfg", "locate_camus", "load_camus", "fill_contours", "jitter_mask",
+           "noise_parameters", "noisy_lv_masks", "check_hparams", "soft_dice_loss", "train_unet", "largest_component",
+           "predict", "evaluate_masks", "evaluate", "split_patients", "clean_vs_noisy", "table6", "claims", "lv_mask",
            "ellipse_lv_pair", "scale_mask", "move_boundary", "ef_swing", "figure9_data", "figure9"]

@@ -173,6 +173,25 @@ def check_image_files(root, dataset: str, split: str, coco: dict, *, source: str
             f"the first: {missing[0]}\n{spec.get_images.format(root=Path(root))}")
 
 
+def image_folder(root, dataset: str, split: str) -> Path:
+    """The folder of ``split``'s images under ``root`` (COCO 2017's ``train2017/``; for LVIS, whose ``coco_url`` names
+    COCO's folders, ``<split>2017/``); DataNotFoundError naming it and how to get the images when it is missing."""
+    spec = _check_split(dataset, split)
+    folder = Path(root) / (f"{split}2017" if spec.image_key == "coco_url" else spec.images[split])
+    if not folder.is_dir():
+        raise DataNotFoundError(f"the {spec.title} {split} images are not here: {folder} is not a folder\n"
+                                f"{spec.get_images.format(root=Path(root))}")
+    return folder
+
+
+def locate_split(root, dataset: str, split: str) -> Path:
+    """``annotation_path`` once ``image_folder`` is there too (the image files themselves are checked when a model
+    loads them, ``sources.Annotations.image``)."""
+    path = annotation_path(root, dataset, split)
+    image_folder(root, dataset, split)
+    return path
+
+
 def load_split(root, dataset: str, split: str, *, check_images: bool = False) -> dict:
     """The checked COCO dict of ``dataset``'s ``split`` (``coco.read_coco``: BOM-tolerant; git-LFS pointers,
     duplicate ids, unknown images or categories and malformed segmentations raise DataFormatError). With
@@ -272,5 +291,5 @@ def write_coco2017(root, train, val) -> Path:
     return write_layout(root, "coco2017", {"train": train, "val": val})
 
 
-__all__ = ["Layout", "LAYOUTS", "layout", "annotation_path", "image_path", "check_image_files", "load_split",
-           "write_layout", "write_coco2017", "JPEG_QUALITY"]
+__all__ = ["Layout", "LAYOUTS", "layout", "annotation_path", "image_path", "check_image_files", "image_folder",
+           "locate_split", "load_split", "write_layout", "write_coco2017", "JPEG_QUALITY"]

@@ -355,20 +355,30 @@ def default_grounding_dino_dir() -> Path:
     return data_dir() / "weights" / GROUNDING_DINO_DIR
 
 
-def _load_grounding_dino(model_dir: Path, device):
+def locate_grounding_dino(model_dir: str | os.PathLike | None = None) -> Path:
+    """The Grounding-DINO folder (default ``default_grounding_dino_dir()``), once it holds config.json and
+    transformers has GroundingDinoForObjectDetection; DataNotFoundError naming the download command otherwise."""
+    path = Path(model_dir).expanduser() if model_dir is not None else default_grounding_dino_dir()
     try:
-        import torch
-        from transformers import GroundingDinoForObjectDetection, GroundingDinoProcessor
+        from transformers import GroundingDinoForObjectDetection  # noqa: F401 (only its presence is checked)
     except ImportError as error:
         raise DataNotFoundError(f"Grounding-DINO needs torch and transformers with GroundingDinoForObjectDetection "
                                 f"(pip install 'transformers>=4.40'): {error}") from None
-    if not (model_dir / "config.json").is_file():
+    if not (path / "config.json").is_file():
         raise DataNotFoundError(
-            f"no Grounding-DINO model at {model_dir} (a folder with config.json, the weights and the processor "
+            f"no Grounding-DINO model at {path} (a folder with config.json, the weights and the processor "
             f"files); get it with `huggingface-cli download IDEA-Research/grounding-dino-base --local-dir "
-            f"{model_dir}` (or -tiny), or pass model_dir=FOLDER")
+            f"{path}` (or -tiny), or pass model_dir=FOLDER")
+    return path
+
+
+def _load_grounding_dino(model_dir: Path, device):
+    import torch
+    from transformers import GroundingDinoForObjectDetection, GroundingDinoProcessor
+
     from shared.device import select_device
 
+    model_dir = locate_grounding_dino(model_dir)
     device = select_device(device or "auto")
     processor = GroundingDinoProcessor.from_pretrained(str(model_dir))
     model = GroundingDinoForObjectDetection.from_pretrained(str(model_dir)).to(device).eval()
@@ -497,5 +507,6 @@ def text_prompt_quality(data, detector: str = "stand_in", annotator="grabcut", s
 
 __all__ = ["TEXT_CODE", "COUNTS", "DETECTION_KEYS", "PROMPT_BOX", "GROUNDING_DINO_DIR", "STAND_IN_SEED_OFFSET",
            "Detections", "image_classes", "query_names", "text_prompt", "prompt_box", "text_weak_dataset",
-           "stand_in_train", "stand_in_detections", "default_grounding_dino_dir", "grounding_dino_detections",
+           "stand_in_train", "stand_in_detections", "default_grounding_dino_dir", "locate_grounding_dino",
+           "grounding_dino_detections",
            "DetectorSpec", "DETECTORS", "text_tier", "text_prompt_quality"]

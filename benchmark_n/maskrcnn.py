@@ -157,21 +157,27 @@ def box_classification_loss(loss: str = "ce", alpha: float = 0.1, beta: float = 
 
 
 # ------------------------------------------------------------------------------------------------ model
-def backbone_state(backbone: str, weights) -> dict:
-    """The ImageNet classification state dict of ``backbone``: torchvision's IMAGENET1K_V1 file from the torch hub
-    cache for ``"imagenet"`` (never downloaded here: DataNotFoundError with the URL), or the file ``weights``."""
+def backbone_weights_path(backbone: str, weights) -> Path:
+    """The file of ``backbone``'s ImageNet classification weights: torchvision's IMAGENET1K_V1 file in the torch hub
+    cache for ``"imagenet"`` (never downloaded here), or the file ``weights``; DataNotFoundError naming the fix when
+    it is not there."""
     if weights == "imagenet":
         url = torchvision.models.get_model_weights(backbone).IMAGENET1K_V1.url
         path = Path(torch.hub.get_dir()) / "checkpoints" / Path(url).name
         if not path.is_file():
             raise DataNotFoundError(f"the ImageNet weights of {backbone} are not at {path}; download {url} there "
                                     "(e.g. wget -P <that folder> <url>) or set backbone_weights to a file or None")
-    else:
-        path = Path(weights)
-        if not path.is_file():
-            raise DataNotFoundError(f"backbone_weights file {path} does not exist; give the path of a {backbone} "
-                                    "state dict, 'imagenet' or None")
-    return torch.load(path, map_location="cpu", weights_only=True)
+        return path
+    path = Path(weights)
+    if not path.is_file():
+        raise DataNotFoundError(f"backbone_weights file {path} does not exist; give the path of a {backbone} "
+                                "state dict, 'imagenet' or None")
+    return path
+
+
+def backbone_state(backbone: str, weights) -> dict:
+    """The ImageNet classification state dict of ``backbone`` from ``backbone_weights_path``."""
+    return torch.load(backbone_weights_path(backbone, weights), map_location="cpu", weights_only=True)
 
 
 def build_model(num_classes: int, hp: dict) -> MaskRCNN:
@@ -366,5 +372,6 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_lo
 
 
 __all__ = ["DEFAULTS", "BACKBONES", "BOXES", "LR_GAMMA", "check_hparams", "base_lr", "learning_rate",
-           "box_classification_loss", "backbone_state", "build_model", "TrainImages", "epoch_batches",
+           "box_classification_loss", "backbone_weights_path", "backbone_state", "build_model", "TrainImages",
+           "epoch_batches",
            "instance_losses", "predict", "fit_predict"]

@@ -331,14 +331,19 @@ class CamusEF(Page):
 
 
 class WeakAnnotations(ModelPage):
-    """08: COCO-WAN (Tables 3's COCO-WAN row, 4 and 14, Figs. 4-6 and 14): labels from a prompted segmenter, and a
-    prompted segmenter fine-tuned on clean or noisy masks (Table 14); Table 5's numbers beside a "not run"."""
+    """08: COCO-WAN (Tables 3's COCO-WAN row, 4, 5 and 14, Figs. 4-6 and 14): labels from a prompted segmenter, models
+    trained on them, and a prompted segmenter fine-tuned on clean or noisy masks (Table 14)."""
 
     notebook = "08_coco_wan"
+    #: the ``text`` setting's keys per detector, besides ``detector`` and ``score_threshold``
+    TEXT_SETTINGS = {"stand_in": ("hparams",), "grounding_dino": ("model_dir", "box_threshold", "text_threshold",
+                                                                  "device")}
 
     def specs(self) -> list[RunSpec]:
-        return [RunSpec(TrainNoise("weak", tier=tier, options=self.annotator), seed) for tier in self.cfg.wan_tiers
-                for seed in self.cfg.seeds] + self._clean()
+        weak = [RunSpec(TrainNoise("weak", tier=tier, options=self.annotator), seed) for tier in self.cfg.wan_tiers
+                for seed in self.cfg.seeds]
+        text = [RunSpec(self.text_noise(), seed) for seed in self.cfg.seeds] if self.cfg.get("text") else []
+        return weak + text + self._clean()
 
     @property
     def annotator(self) -> dict:
@@ -354,6 +359,29 @@ class WeakAnnotations(ModelPage):
         if "sam" not in (cfg.annotator, dict(cfg.finetune).get("backend")):
             return None
         return str(cfg.get("checkpoint") or default_data_dir(self.data_dir) / "weights" / wan.SAM_CHECKPOINTS["vit_h"])
+
+    def text_setting(self) -> tuple[str, dict, float]:
+        """The ``text`` setting (Grounded-SAM's text prompt) checked: (detector, its options, score threshold).
+        "stand_in" trains the smoke profile's tiny U-Net on other COCO-shapes images (option ``hparams``);
+        "grounding_dino" reads the model under this page's ``data_dir/weights`` unless ``model_dir`` says where."""
+        text = dict(self.cfg.text)
+        detector, threshold = text.pop("detector", None), text.pop("score_threshold", 0.35)
+        if detector not in self.TEXT_SETTINGS:
+            raise unknown_choice("text-prompt detector", detector, self.TEXT_SETTINGS)
+        unknown = set(text) - set(self.TEXT_SETTINGS[detector])
+        if unknown:
+            raise ConfigError(f"unknown text setting(s) {sorted(unknown)} for detector {detector}; valid: detector, "
+                              f"score_threshold, {', '.join(self.TEXT_SETTINGS[detector])}")
+        if detector == "grounding_dino":
+            weights = default_data_dir(self.data_dir) / "weights" / grounded.GROUNDING_DINO_DIR
+            text["model_dir"] = str(text.get("model_dir") or weights)
+        return detector, text, threshold
+
+    def text_noise(self) -> TrainNoise:
+        """The training noise of Tables 4's text row and 5: the ``text`` setting's labels of the train images."""
+        detector, options, threshold = self.text_setting()
+        return TrainNoise("text", detector, options={**self.annotator, "score_threshold": threshold,
+                                                     "detector_options": options})
 
     @cached_property
     def val(self):
@@ -372,22 +400,10 @@ class WeakAnnotations(ModelPage):
 
     def text_quality(self) -> pd.DataFrame:
         """The text prompt's row of ``prompt_quality`` (Grounded-SAM): the ``text`` setting's detector, queried with
-        each val image's class names, its boxes prompting the annotator. "stand_in" trains the smoke profile's tiny
-        U-Net on other COCO-shapes images (option ``hparams``); "grounding_dino" reads the model under this page's
-        ``data_dir/weights`` (options model_dir, box_threshold, text_threshold, device)."""
-        text = dict(self.cfg.text)
-        detector, threshold = text.pop("detector"), text.pop("score_threshold", 0.35)
-        valid = {"stand_in": {"hparams"}, "grounding_dino": {"model_dir", "box_threshold", "text_threshold", "device"}}
-        if detector not in valid:
-            raise unknown_choice("text-prompt detector", detector, valid)
-        if set(text) - valid[detector]:
-            raise ConfigError(f"unknown text setting(s) {sorted(set(text) - valid[detector])} for detector {detector}; "
-                              f"valid: detector, score_threshold, {', '.join(sorted(valid[detector]))}")
+        each val image's class names, its boxes prompting the annotator."""
+        detector, options, threshold = self.text_setting()
         if detector == "stand_in":
-            options = {"train": grounded.stand_in_train(self.recipe), "hparams": text.get("hparams")}
-        else:
-            weights = default_data_dir(self.data_dir) / "weights" / grounded.GROUNDING_DINO_DIR
-            options = {**text, "model_dir": text.get("model_dir") or weights}
+            options = {**options, "train": grounded.stand_in_train(self.recipe)}
         return grounded.text_prompt_quality(self.val, detector, self.cfg.annotator, self.cfg.seeds,
                                             detector_options=options, score_threshold=threshold,
                                             checkpoint=self.sam_checkpoint)
@@ -441,13 +457,17 @@ class WeakAnnotations(ModelPage):
         sam = R.table14_long(self.sam_rows)
         sam["ours_on"] = [f"{'reduced: ' if reduced[m] else ''}{tool[m]} on {self.val.name}" for m in sam["method"]]
         sam = self._compare(sam, reported(PAPER, "table14"), ["method", "annotations"])
-        table5 = reported(PAPER, "table5")
-        text = self._compare(R.table5_not_run(table5, R.TEXT_PROMPT_NOT_RUN), table5, ["model", "backbone", "labels"])
-        return pd.concat([model, sam, text], ignore_index=True)
+        table4 = reported(PAPER, "table4")
+        prompts = self._compare(R.ours_table4_retained(self.summary, self.ours_on), R.paper_table4_retained(table4),
+                                ["prompt", "prompt_noise"])
+        text = self._compare(R.ours_table5_retained(self.summary, f"{self.ours_on} (the paper's model: Mask2Former)"),
+                             R.paper_table5_retained(reported(PAPER, "table5")), ["model", "backbone", "labels"])
+        return pd.concat([model, prompts, text, sam], ignore_index=True)
 
     def table5(self) -> pd.DataFrame:
-        """Table 5, the paper's: Mask2Former's relative change (%) from clean to Grounded-SAM text-prompted labels."""
-        return R.paper_text_prompt_change(reported(PAPER, "table5"))
+        """Table 5: Mask2Former's relative change (%) from clean to Grounded-SAM text-prompted labels, each backbone,
+        and ours (the page's model from its clean run to its run on the ``text`` setting's labels)."""
+        return R.text_prompt_change(reported(PAPER, "table5"), self.summary, f"ours ({self.training.backend})")
 
     def claims(self) -> pd.DataFrame:
         return self._finish(R.wan_claims(self.quality, self.summary, self.sam_rows))

@@ -1,7 +1,7 @@
 """Model-level runs of Benchmark-N: a segmenter trained on noisy train annotations, evaluated on the clean val set.
 
 A run is a ``RunSpec``: what noise the training annotations get (``TrainNoise``: clean, an engine at a tier, one
-ablation operation, class noise alone, or COCO-WAN weak labels), the seed (it seeds the noise and the training,
+ablation operation, class noise alone, COCO-WAN weak labels or Grounded-SAM's text-prompted labels), the seed (it seeds the noise and the training,
 as in the paper's single-seed runs) and the classification loss. The ``Training`` names the backend
 (``BACKENDS``: the tiny U-Net of the smoke profile, torchvision's Mask R-CNN, MMDetection) and its
 hyperparameters. A finished run holds its val detections, its training history, its per-instance losses when
@@ -27,6 +27,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 
 from benchmark_n import formats
+from benchmark_n.grounded import DETECTORS
 from benchmark_n.metrics import boundary_ap, coco_ap
 from benchmark_n.noise import ABLATIONS, CLASS_MATRICES, ENGINES, ablate, canonical_tier, class_noise, noise_dataset
 from benchmark_n.quality import fingerprint
@@ -50,7 +51,9 @@ NOISE_KINDS = {
     "ablation": "one operation of the ablation (benchmark_n.noise.ABLATIONS) at a tier",
     "class_noise": "class noise alone: name uniform (the paper's Sym) or superclass (Asym), at rate",
     "weak": "COCO-WAN weak labels at a tier of benchmark_n.wan.WAN_TIERS (easy / medium / hard = low / mid / high)",
+    "text": "Grounded-SAM's text-prompted labels (benchmark_n.grounded): name the detector (stand_in, grounding_dino)",
 }
+TEXT_OPTIONS = ("annotator", "checkpoint", "score_threshold", "detector_options")
 SCORE_KEYS = ("mask_AP", "mask_AP50", "mask_AP75", "mask_AP_S", "mask_AP_M", "mask_AP_L", "box_AP",
               "boundary_AP", "mask_AP_agnostic", "box_AP_agnostic", "boundary_AP_agnostic", "mean_confidence",
               "confident_share", "mean_score", "detections")
@@ -59,8 +62,9 @@ SCORE_KEYS = ("mask_AP", "mask_AP50", "mask_AP75", "mask_AP_S", "mask_AP_M", "ma
 @dataclass(frozen=True)
 class TrainNoise:
     """The noise of a run's training annotations (``NOISE_KINDS``); ``options`` go to the engine
-    (``noise_dataset``, e.g. ``stale_box_area``) or the weak annotator (``wan.weak_tier``: annotator,
-    checkpoint)."""
+    (``noise_dataset``, e.g. ``stale_box_area``), the weak annotator (``wan.weak_tier``: annotator, checkpoint) or,
+    for "text", to ``grounded.text_tier`` (``TEXT_OPTIONS``; ``detector_options`` a dict, kept as sorted JSON so
+    that the noise stays hashable). A "text" noise's tier is "text"."""
 
     kind: str = "clean"
     name: str = ""
@@ -71,7 +75,7 @@ class TrainNoise:
     def __post_init__(self):
         object.__setattr__(self, "options", tuple(sorted(dict(self.options).items())))
         valid = {"clean": None, "engine": ENGINES, "ablation": ABLATIONS, "class_noise": CLASS_MATRICES,
-                 "weak": None}
+                 "weak": None, "text": DETECTORS}
         if self.kind not in valid:
             raise unknown_choice("training noise kind", self.kind, NOISE_KINDS)
         if valid[self.kind] is not None and self.name not in valid[self.kind]:
@@ -80,18 +84,28 @@ class TrainNoise:
             object.__setattr__(self, "tier", canonical_tier(self.tier))
         if self.kind == "class_noise" and not 0.0 <= self.rate <= 1.0:
             raise ConfigError(f"class-noise rate must be in [0, 1], got {self.rate!r}")
+        if self.kind == "text":
+            options = dict(self.options)
+            if set(options) - set(TEXT_OPTIONS):
+                raise ConfigError(f"unknown text-prompt option(s) {sorted(set(options) - set(TEXT_OPTIONS))}; valid: "
+                                  f"{', '.join(TEXT_OPTIONS)}")
+            if not isinstance(options.get("detector_options", ""), str):
+                options["detector_options"] = json.dumps(options["detector_options"], sort_keys=True)
+            object.__setattr__(self, "options", tuple(sorted(options.items())))
+            object.__setattr__(self, "tier", "text")
 
     @property
     def label(self) -> str:
-        """How tables name it: "clean", "legacy_v0 high", "erosion high", "uniform 50 %", "weak easy"."""
-        if self.kind == "clean":
-            return "clean"
+        """How tables name it: "clean", "legacy_v0 high", "erosion high", "uniform 50 %", "weak easy", "text"."""
+        if self.kind in ("clean", "text"):
+            return self.kind
         if self.kind == "class_noise":
             return f"{self.name} {100 * self.rate:g} %"
         return f"{self.kind if self.kind == 'weak' else self.name} {self.tier}".strip()
 
-    def draw(self, train: Annotations, seed: int) -> dict:
-        """The training annotations (a COCO dict) of this noise for ``seed``."""
+    def draw(self, train: Annotations, seed: int, recipe: "DataRecipe | None" = None) -> dict:
+        """The training annotations (a COCO dict) of this noise for ``seed``; a "text" noise with the stand-in
+        detector needs the ``recipe`` of ``train`` (the detector trains on other images of it)."""
         if self.kind == "clean":
             return train.dataset
         if self.kind == "engine":
@@ -100,8 +114,22 @@ class TrainNoise:
             return ablate(train.dataset, self.name, self.tier, seed).dataset
         if self.kind == "class_noise":
             return class_noise(train.dataset, self.rate, self.name, seed).dataset
+        if self.kind == "text":
+            return self._text(train, seed, recipe)
         from benchmark_n.wan import weak_tier
         return weak_tier(train, self.tier, seed=seed, **dict(self.options)).dataset
+
+    def _text(self, train: Annotations, seed: int, recipe: "DataRecipe | None") -> dict:
+        from benchmark_n.grounded import stand_in_train, text_tier
+
+        options = dict(self.options)
+        detector_options = json.loads(options.pop("detector_options", "{}"))
+        if self.name == "stand_in":
+            if recipe is None:
+                raise ConfigError("the stand-in text detector trains on other images of the run's data recipe: pass "
+                                  "recipe to TrainNoise.draw")
+            detector_options["train"] = stand_in_train(recipe)
+        return text_tier(train, self.name, seed=seed, detector_options=detector_options, **options).dataset
 
 
 @dataclass(frozen=True)
@@ -175,15 +203,28 @@ def load_pair(recipe: DataRecipe) -> tuple[Annotations, Annotations]:
                              root=root, split=split) for split in ("train", "val"))
 
 
-def evaluate(val: dict, detections: list[dict], dilation_ratio: float = 0.02) -> dict:
+#: datasets scored by LVIS's federated rules (``benchmark_n.lvis_eval``) instead of COCO's
+FEDERATED = ("lvis_v1",)
+
+
+def evaluate(val: dict, detections: list[dict], dilation_ratio: float = 0.02, federated: bool = False) -> dict:
     """The ``SCORE_KEYS`` of detections against the clean val annotations: APs as fractions (AP_S/M/L NaN where val
     has no instance of that size; ``_agnostic``: class-agnostic, ``useCats = 0``), ``mean_confidence`` the mean
     score of the detections above 0.5 (Fig. 7b; NaN when none is), ``confident_share`` their share (%),
-    ``mean_score`` the mean score of all, ``detections`` their number."""
-    mask = coco_ap(val, detections, "segm")
+    ``mean_score`` the mean score of all, ``detections`` their number. ``federated`` (LVIS): mask, box and Boundary AP
+    by LVIS's rules (``lvis_eval.lvis_ap``, 300 detections per image), the class-agnostic ones by COCO's (the
+    official LVIS API has no class-agnostic mode)."""
+    if federated:
+        from benchmark_n.lvis_eval import lvis_ap
+
+        mask = lvis_ap(val, detections, "segm")
+        box, boundary = lvis_ap(val, detections, "bbox"), lvis_ap(val, detections, boundary=True,
+                                                                   dilation_ratio=dilation_ratio)
+    else:
+        mask, box = coco_ap(val, detections, "segm"), coco_ap(val, detections, "bbox")
+        boundary = boundary_ap(val, detections, dilation_ratio)
     scores = {f"mask_{k}": mask[k] for k in ("AP", "AP50", "AP75", "AP_S", "AP_M", "AP_L")}
-    scores["box_AP"] = coco_ap(val, detections, "bbox")["AP"]
-    scores["boundary_AP"] = boundary_ap(val, detections, dilation_ratio)["AP"]
+    scores["box_AP"], scores["boundary_AP"] = box["AP"], boundary["AP"]
     scores["mask_AP_agnostic"] = coco_ap(val, detections, "segm", use_cats=False)["AP"]
     scores["box_AP_agnostic"] = coco_ap(val, detections, "bbox", use_cats=False)["AP"]
     scores["boundary_AP_agnostic"] = boundary_ap(val, detections, dilation_ratio, use_cats=False)["AP"]
@@ -200,11 +241,11 @@ def train_run(recipe: DataRecipe, spec: RunSpec, training: Training) -> dict:
     """Train one run and evaluate it on the clean val set; ``{"scores", "history", "detections",
     "instance_losses", "train_annotations"}``."""
     train, val = load_pair(recipe)
-    noisy = replace(train, dataset=spec.noise.draw(train, spec.seed))
+    noisy = replace(train, dataset=spec.noise.draw(train, spec.seed, recipe))
     hparams = {**training.hparams, **({"loss": spec.loss} if spec.loss != "ce" else {})}
     result = training.module().fit_predict(noisy, val, hparams, seed=spec.seed, device=training.device,
                                            log_losses=training.log_losses)
-    scores = evaluate(val.dataset, result["detections"], training.dilation_ratio)
+    scores = evaluate(val.dataset, result["detections"], training.dilation_ratio, recipe.dataset in FEDERATED)
     return {"scores": scores, "history": result["history"],
             "detections": result["detections"], "instance_losses": result.get("instance_losses", []),
             "train_annotations": len(noisy.dataset["annotations"])}
@@ -359,6 +400,6 @@ def finetune_grid(recipe: DataRecipe, noises: dict, seeds, tuning: FineTuning,
     return records
 
 
-__all__ = ["CACHE_KIND", "BACKENDS", "NOISE_KINDS", "SCORE_KEYS", "TrainNoise", "RunSpec", "Training", "DataRecipe",
+__all__ = ["CACHE_KIND", "BACKENDS", "NOISE_KINDS", "TEXT_OPTIONS", "SCORE_KEYS", "FEDERATED", "TrainNoise", "RunSpec", "Training", "DataRecipe",
            "load_pair", "evaluate", "train_run", "RunResult", "run_grid", "FINETUNE_KIND", "FINETUNE_SETTINGS",
            "FineTuning", "first_images", "finetune_quality", "finetune_grid"]

@@ -15,7 +15,7 @@ probability over it and scored by that mean probability times its mean object pr
 this model learns COCO-shapes in seconds, and its instances are COCO detections evaluated with the same COCOeval
 as the paper's models.
 
-    result = fit_predict(train, val, {"epochs": 12, "lr": 1e-3}, seed=0)
+    result = fit_predict(train, val, {"epochs": 10, "lr": 1e-3}, seed=0)
     result["detections"]        # COCO results on val: image_id, category_id, score, segmentation (RLE), bbox
     result["history"]           # one row per epoch: epoch, loss
     result["instance_losses"]   # with log_losses: per training annotation and logged epoch, class and mask loss
@@ -43,8 +43,8 @@ from shared.progress import progress
 from shared.seeding import seed_everything
 from shared.training import train_epoch
 
-#: hyperparameters of ``fit_predict`` (the smoke profile's: 12 epochs of Adam, lr 3e-3, batch 8, width 8)
-DEFAULTS = {"epochs": 12, "lr": 3e-3, "batch_size": 8, "width": 8, "loss": "ce", "sce_alpha": 0.1,
+#: hyperparameters of ``fit_predict`` (the smoke profile's: 10 epochs of Adam, lr 3e-3, batch 8, width 8)
+DEFAULTS = {"epochs": 10, "lr": 3e-3, "batch_size": 8, "width": 8, "loss": "ce", "sce_alpha": 0.1,
             "sce_beta": 1.0, "min_area": 16, "loss_epochs": []}
 LOSSES = {"ce": "pixel cross-entropy", "sce": "Symmetric Cross-Entropy, alpha CE + beta RCE (Wang et al. 2019)"}
 RCE_LOG_ZERO = -4.0  # A: log 0 clamped, as in the SCE paper

@@ -25,8 +25,9 @@ each is the keyword arguments of ``SamPredictor.predict`` (``box``, or ``point_c
 * ``point_center_mask``: the paper's text, "in the middle of the object mask": the mask pixel nearest (Euclidean) to
   the mask's centroid, so it lies inside (ties: the first in row-major order).
 * ``point_random_in_mask``: a uniformly random mask pixel (Table 4's noisy point, "Point ~ U" noisy).
-* ``text``: Grounded-SAM (the class name to Grounding-DINO, its box to SAM; Table 4 "Text {cls}", Table 5). Needs
-  Grounding-DINO weights, which cannot be had offline: asking for it raises DataNotFoundError; it is in ``NOT_RUN``.
+* ``text``: Grounded-SAM (each image's class names to Grounding-DINO, its boxes to SAM; Table 4 "Text {cls}",
+  Table 5). Its labels are not one per ground-truth instance: ``benchmark_n.grounded`` makes them, and asking
+  ``weak_dataset`` for it raises ConfigError saying so; it is in ``NOT_PER_INSTANCE``.
 
 Randomness: annotation ``id`` draws from ``np.random.default_rng([seed, PROMPTS[prompt].code, id])``, first the
 prompt, then the annotator (GrabCut's k-means initialisation is seeded from it with ``cv2.setRNGSeed``), so a result
@@ -66,6 +67,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,14 +155,14 @@ def _point_random_prompt(mask, rng, scale_bbox):
 
 
 TEXT_PROMPT_HELP = (
-    "the 'text' prompt is Grounded-SAM (Table 4 'Text {cls}', Table 5): the class name goes to Grounding-DINO, whose "
-    "box prompts SAM. It needs Grounding-DINO weights (the official groundingdino_swint_ogc.pth, or a checkpoint such "
-    "as IDEA-Research/grounding-dino-base for transformers' GroundingDinoForObjectDetection), which cannot be "
-    "fetched offline, so it is not run here; use a box or point prompt")
+    "the 'text' prompt is Grounded-SAM (Table 4 'Text {cls}', Table 5): each image's class names go to Grounding-DINO, "
+    "whose boxes prompt SAM, so its labels are not one per ground-truth instance and weak_dataset does not make them; "
+    "use benchmark_n.grounded.text_tier (Grounding-DINO from data_dir/weights/grounding-dino-base, or the offline "
+    "stand-in detector)")
 
 
 def _text_prompt(mask, rng, scale_bbox):
-    raise DataNotFoundError(TEXT_PROMPT_HELP)
+    raise ConfigError(TEXT_PROMPT_HELP)
 
 
 @dataclass(frozen=True)
@@ -189,8 +191,8 @@ PROMPTS = {
     "text": Prompt(206, "text", "class name -> Grounding-DINO box -> SAM (Grounded-SAM; Table 4 Text, Table 5)",
                    _text_prompt),
 }
-OFFLINE_PROMPTS = tuple(name for name, p in PROMPTS.items() if p.kind != "text")
-NOT_RUN = {"text": TEXT_PROMPT_HELP}  # prompt -> why it is not run offline
+INSTANCE_PROMPTS = tuple(name for name, p in PROMPTS.items() if p.kind != "text")
+NOT_PER_INSTANCE = {"text": TEXT_PROMPT_HELP}  # prompt -> where its labels are made instead
 
 #: Table 3's COCO-WAN columns (spec section 9 row 16; README: easy = box, medium = centre point, hard = medium + class
 #: noise with v0's flip 0.4 -- "with the proper arguments", presumably that).
@@ -217,8 +219,8 @@ def _ann_rng(seed: int, code: int, ann_id) -> np.random.Generator:
 def _prompt_spec(name: str) -> Prompt:
     if name not in PROMPTS:
         raise unknown_choice("prompt", name, PROMPTS)
-    if name in NOT_RUN:
-        raise DataNotFoundError(NOT_RUN[name])
+    if name in NOT_PER_INSTANCE:
+        raise ConfigError(NOT_PER_INSTANCE[name])
     return PROMPTS[name]
 
 
@@ -352,23 +354,30 @@ def default_sam_checkpoint() -> Path:
     return data_dir() / "weights" / SAM_CHECKPOINTS["vit_h"]
 
 
-def load_sam(checkpoint: str | os.PathLike | None = None, model_type: str | None = None,
-             device: str | None = None) -> SamAnnotator:
-    """SAM from ``checkpoint`` (default ``default_sam_checkpoint()``) as a ``SamAnnotator``. ``model_type``: vit_h,
-    vit_l or vit_b, else read from the file name (default vit_h); ``device``: CUDA when available, else CPU.
-    DataNotFoundError naming the fix when segment_anything is not installed or the checkpoint is missing."""
+def locate_sam(checkpoint: str | os.PathLike | None = None) -> Path:
+    """The SAM checkpoint file (default ``default_sam_checkpoint()``), once both it and the segment_anything package
+    are here; DataNotFoundError naming what is missing and how to get it otherwise."""
     path = Path(checkpoint).expanduser() if checkpoint is not None else default_sam_checkpoint()
     missing = []
-    try:
-        from segment_anything import SamPredictor, sam_model_registry
-    except ImportError:
+    if importlib.util.find_spec("segment_anything") is None:
         missing.append("the segment_anything package (Meta's Segment Anything 1.0): pip install segment-anything")
     if not path.is_file():
         missing.append(f"the SAM checkpoint {path}. The paper uses ViT-H, {SAM_CHECKPOINTS['vit_h']} (2.5 GB, linked "
                        f"from the segment-anything README); put it at {default_sam_checkpoint()} "
                        "($NOISY_DATA_DIR/weights/) or pass checkpoint=PATH (vit_l / vit_b checkpoints work too)")
     if missing:
-        raise DataNotFoundError("the 'sam' annotator needs " + "; and ".join(missing))
+        raise DataNotFoundError("SAM needs " + "; and ".join(missing))
+    return path
+
+
+def load_sam(checkpoint: str | os.PathLike | None = None, model_type: str | None = None,
+             device: str | None = None) -> SamAnnotator:
+    """SAM from ``checkpoint`` (default ``default_sam_checkpoint()``) as a ``SamAnnotator``. ``model_type``: vit_h,
+    vit_l or vit_b, else read from the file name (default vit_h); ``device``: CUDA when available, else CPU.
+    DataNotFoundError naming the fix when segment_anything is not installed or the checkpoint is missing."""
+    path = locate_sam(checkpoint)
+    from segment_anything import SamPredictor, sam_model_registry
+
     if model_type is None:
         model_type = next((kind for kind in SAM_CHECKPOINTS if kind in path.name), "vit_h")
     if model_type not in SAM_CHECKPOINTS:
@@ -589,7 +598,7 @@ QUALITY_COLUMNS = ("prompt", "seed", "annotator", "n_gt", "kept", "implicitly_de
                    "det_precision_50", "det_recall_50", "det_f1_50")
 
 
-def prompt_quality(data, prompts: Sequence[str] = OFFLINE_PROMPTS, annotator="grabcut", seeds: Sequence[int] = (0,),
+def prompt_quality(data, prompts: Sequence[str] = INSTANCE_PROMPTS, annotator="grabcut", seeds: Sequence[int] = (0,),
                    *, checkpoint=None, prompt_source: dict | None = None, dilation_ratio: float = 0.02,
                    **options) -> pd.DataFrame:
     """How good each prompt's weak annotations are (annotation level; Table 4's clean/noisy prompt columns, Table
@@ -614,8 +623,8 @@ def prompt_quality(data, prompts: Sequence[str] = OFFLINE_PROMPTS, annotator="gr
     return pd.DataFrame(rows, columns=list(QUALITY_COLUMNS))
 
 
-__all__ = ["BOX_NOISE_SD", "COUNTS", "CLASS_NOISE_KIND", "tight_box", "Prompt", "PROMPTS", "OFFLINE_PROMPTS",
-           "NOT_RUN", "TEXT_PROMPT_HELP", "WAN_TIERS", "make_prompt", "Annotator", "grabcut_box", "flood_point",
+__all__ = ["BOX_NOISE_SD", "COUNTS", "CLASS_NOISE_KIND", "tight_box", "Prompt", "PROMPTS", "INSTANCE_PROMPTS",
+           "NOT_PER_INSTANCE", "TEXT_PROMPT_HELP", "WAN_TIERS", "make_prompt", "Annotator", "grabcut_box", "flood_point",
            "GrabCutAnnotator", "SamAnnotator", "SAM_CHECKPOINTS", "default_sam_checkpoint", "load_sam",
            "AnnotatorSpec", "ANNOTATORS", "make_annotator", "image_getter", "weak_dataset", "weak_tier",
            "QUALITY_COLUMNS",

@@ -14,8 +14,9 @@ from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
 from benchmark_n.coco import annotation_from_mask, mask_to_rle
-from benchmark_n.metrics import (AP_KEYS, annotation_quality, area_length_volume, boundary_ap, boundary_iou, coco_ap,
-                                 dice, ejection_fraction, hausdorff, iou, long_axis_length, mask_to_boundary)
+from benchmark_n import metrics
+from benchmark_n.metrics import (AP_KEYS, annotation_quality, area_length_volume, boundary_ap, boundary_iou, boundary_rle,
+                                 coco_ap, dice, ejection_fraction, hausdorff, iou, long_axis_length, mask_to_boundary)
 from shared.errors import ConfigError, DataFormatError
 
 H, W = 480, 640  # boundary band d = round(0.02 * 800) = 16 px
@@ -252,6 +253,30 @@ def test_mask_to_boundary_is_the_inner_band_of_width_d():
         assert band[y + d - 1, x + w // 2] == 1 and band[y + d, x + w // 2] == 0  # exactly d rows deep
     assert mask_to_boundary(rect(100, 100, 2 * d, 100)).sum() == 2 * d * 100  # thinner than 2d: all boundary
     assert mask_to_boundary(rect(10, 10, 50, 50, shape=(100, 100)), dilation_ratio=0.001).sum() == 50 * 50 - 48 * 48
+
+
+def test_boundary_bands_are_cached_by_content_and_equal_the_direct_band(monkeypatch):
+    monkeypatch.setattr(metrics, "_BANDS", type(metrics._BANDS)())
+    monkeypatch.setattr(metrics, "BAND_CACHE_SIZE", 2)
+    masks = [rect(100, 150, 120, 200), rect(10, 10, 50, 60), rect(200, 300, 80, 90)]
+    rles = [mask_utils.encode(np.asfortranarray(m)) for m in masks]
+    for mask, rle, ratio in zip(masks, rles, (0.02, 0.02, 0.005)):
+        assert (mask_utils.decode(boundary_rle(rle, ratio)) == mask_to_boundary(mask, ratio)).all()
+    assert len(metrics._BANDS) == 2  # the oldest band was dropped
+    again = boundary_rle(dict(rles[2]), 0.005)
+    assert again is boundary_rle(rles[2], 0.005)  # a copy of the same RLE is the same key
+    assert boundary_rle(rles[2], 0.02) is not again  # another band width is another band
+    uncompressed = {"size": [H, W], "counts": _runs(masks[1])}  # a list of run lengths, as crowds have them
+    assert (mask_utils.decode(boundary_rle(uncompressed)) == mask_to_boundary(masks[1])).all()
+
+
+def _runs(mask):
+    """Uncompressed COCO RLE counts (column-major run lengths, starting with zeros) of a binary mask."""
+    flat = mask.T.ravel()
+    edges = np.flatnonzero(np.diff(flat)) + 1
+    bounds = np.concatenate([[0], edges, [flat.size]])
+    counts = np.diff(bounds).tolist()
+    return counts if flat[0] == 0 else [0, *counts]
 
 
 def test_boundary_iou_extremes_and_shift():

@@ -18,7 +18,7 @@ from benchmark_n.noise import noise_dataset
 from benchmark_n.shapes import generate_shapes, preset
 from benchmark_n.sources import Annotations
 from benchmark_n.wan import (
-    NOT_RUN, OFFLINE_PROMPTS, PROMPTS, QUALITY_COLUMNS, WAN_TIERS, SamAnnotator, flood_point, grabcut_box, load_sam,
+    NOT_PER_INSTANCE, INSTANCE_PROMPTS, PROMPTS, QUALITY_COLUMNS, WAN_TIERS, SamAnnotator, flood_point, grabcut_box, load_sam,
     make_prompt, prompt_quality, tight_box, weak_dataset, weak_tier,
 )
 from shared.errors import ConfigError, DataNotFoundError
@@ -105,7 +105,7 @@ def test_box_noisy_moves_exactly_one_corner_by_about_two_pixels():
 
 def test_prompts_reproduce_and_random_prompts_differ_between_seeds():
     mask = c_shape()
-    for name in OFFLINE_PROMPTS:
+    for name in INSTANCE_PROMPTS:
         first = make_prompt(name, mask, seed=1, ann_id=5)
         again = make_prompt(name, mask, seed=1, ann_id=5)
         assert all(np.array_equal(first[k], again[k]) for k in first)
@@ -301,9 +301,9 @@ def test_missing_sam_checkpoint_package_and_text_prompt_name_the_fix(tmp_path, m
     with pytest.raises(DataNotFoundError, match="pip install segment-anything") as error:
         load_sam(checkpoint)
     assert "checkpoint" not in str(error.value)
-    with pytest.raises(DataNotFoundError, match="Grounding-DINO"):
+    with pytest.raises(ConfigError, match="benchmark_n.grounded.text_tier"):
         weak_dataset(shapes6, "text")
-    assert "text" in NOT_RUN and "text" not in OFFLINE_PROMPTS
+    assert "text" in NOT_PER_INSTANCE and "text" not in INSTANCE_PROMPTS
     with pytest.raises(ConfigError, match="valid prompts"):
         weak_dataset(shapes6, "scribble")
     with pytest.raises(ConfigError, match="valid annotators"):
