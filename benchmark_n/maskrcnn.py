@@ -13,7 +13,7 @@ evaluated on the clean val images.
 
     result = fit_predict(train, val, {"batch_size": 8}, seed=0, device="cuda")
     result["detections"]        # COCO results on val: image_id, category_id, score, segmentation (RLE), bbox
-    result["history"]           # one row per iteration: epoch, iteration, loss (and its parts), lr
+    result["history"]           # a row per log_interval iterations: epoch, iteration, mean loss (and parts), lr
     result["instance_losses"]   # with log_losses: per training annotation and logged epoch, class and mask loss
 
 ``train`` and ``val`` have ``.dataset`` (a COCO dict) and ``.image(image_id, required=True)`` -> (h, w, 3) uint8 RGB
@@ -63,7 +63,7 @@ DEFAULTS = {"epochs": 12, "batch_size": 16, "lr": None, "momentum": 0.9, "weight
             "warmup_ratio": 0.001, "lr_steps": [8, 11], "min_size": 800, "max_size": 1333, "hflip": 0.5,
             "backbone": "resnet50", "backbone_weights": "imagenet", "trainable_layers": 3, "max_iters": None,
             "score_threshold": 0.05, "detections_per_image": 100, "loss": "ce", "sce_alpha": 0.1, "sce_beta": 1.0,
-            "loss_epochs": [], "num_workers": 0, "boxes": "mask"}
+            "loss_epochs": [], "num_workers": 0, "boxes": "mask", "log_interval": 50}
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d",
              "wide_resnet50_2", "wide_resnet101_2")  # torchvision's resnet_fpn_backbone
 BOXES = {"mask": "the box of the annotation's mask", "annotation": "the annotation's bbox field (mmdet's choice)"}
@@ -105,6 +105,7 @@ _CHECKS = {
                     "a list of epochs >= 1 (empty: every epoch)"),
     "num_workers": (lambda v: _is_int(v), "an int >= 0"),
     "boxes": (lambda v: v in BOXES, f"one of {', '.join(BOXES)}"),
+    "log_interval": (lambda v: _is_int(v, 1), "an int >= 1 (iterations per history row)"),
 }
 
 
@@ -315,9 +316,11 @@ def predict(model: MaskRCNN, data, category_ids: list[int], device, batch_size: 
 
 def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_losses: bool = False) -> dict:
     """Train Mask R-CNN on ``train``'s annotations (module docstring; seeded by ``seed``) and return its detections
-    on ``val``'s images, the per-iteration history (the first row also holds ``base_lr``, the annotations trained
-    on and the skipped ones per reason) and, with ``log_losses``, the ``instance_losses`` after each epoch of
-    ``hp["loss_epochs"]`` (1-based; all epochs when empty; an epoch cut short by ``max_iters`` counts)."""
+    on ``val``'s images, the training history and, with ``log_losses``, the ``instance_losses`` after each epoch of
+    ``hp["loss_epochs"]`` (1-based; all epochs when empty; an epoch cut short by ``max_iters`` counts). The history
+    has a row every ``log_interval`` iterations and at the last one, as MMDetection's logger (interval 50): the
+    epoch, iteration and lr of that iteration, the mean loss and loss parts over the ``iterations`` since the last
+    row; the first row also holds ``base_lr``, the annotations trained on and the skipped ones per reason."""
     hp = check_hparams(hp)
     category_ids = [c["id"] for c in train.dataset["categories"]]
     if [c["id"] for c in val.dataset["categories"]] != category_ids:
@@ -334,7 +337,7 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_lo
     per_epoch = len(epoch_batches(dataset, hp["batch_size"], 0.0, torch.Generator()))
     total = min(hp["epochs"] * per_epoch, hp["max_iters"] or math.inf)
     logged = set(hp["loss_epochs"]) or set(range(1, hp["epochs"] + 1))
-    history, losses, iteration = [], [], 0
+    history, losses, iteration, window = [], [], 0, []
     with progress(total=total, desc=f"Mask R-CNN, seed {seed}") as bar:
         for epoch in range(1, hp["epochs"] + 1):
             model.train()
@@ -355,8 +358,11 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_lo
                 loss.backward()
                 optimiser.step()
                 iteration += 1
-                history.append({"epoch": epoch, "iteration": iteration, "loss": loss.item(), "lr": lr,
-                                **{k: v.item() for k, v in parts.items()}})
+                window.append({"loss": loss.item(), **{k: v.item() for k, v in parts.items()}})
+                if iteration % hp["log_interval"] == 0 or iteration == total:
+                    history.append({"epoch": epoch, "iteration": iteration, "lr": lr, "iterations": len(window),
+                                    **{k: float(np.mean([row[k] for row in window])) for k in window[0]}})
+                    window = []
                 bar.update()
                 if iteration == total:
                     break

@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cached_property, partial
 
-import numpy as np
 import pandas as pd
 
-from benchmark_n import camus, figures, grounded, wan
+from benchmark_n import camus, camus_files, figures, grounded, wan
 from benchmark_n import model_figures as MF
 from benchmark_n import model_results as R
 from benchmark_n.pages import PAPER, Page
@@ -284,7 +283,7 @@ class CamusEF(Page):
         cfg = self.cfg
         if cfg.dataset == "synthetic":
             return camus.synthetic_camus(int(cfg.n_patients), int(cfg.data_seed), int(cfg.size))
-        return camus.load_camus(default_data_dir(self.data_dir) / cfg.dataset_dir, size=int(cfg.size))
+        return camus_files.load_camus(default_data_dir(self.data_dir) / cfg.dataset_dir, size=int(cfg.size))
 
     def run(self) -> pd.DataFrame:
         """Train the clean and the noisy U-Net for every seed; the per-seed means."""

@@ -272,8 +272,8 @@ def class_noise_claims(summary: pd.DataFrame) -> list[dict]:
     if combined and "50 %" in frame.index:
         alone, hardest = frame.loc["50 %", "mask_AP_agnostic"], frame.loc[combined[-1], "mask_AP_agnostic"]
         records.append(claim_record(
-            f"Adding spatial noise costs more than class noise alone in foreground/background AP (Table 10: "
-            f"40 % + Hard 30.6 < 50 % 32.7)", verdict(hardest < alone, hardest, alone),
+            "Adding spatial noise costs more than class noise alone in foreground/background AP (Table 10: "
+            "40 % + Hard 30.6 < 50 % 32.7)", verdict(hardest < alone, hardest, alone),
             f"{combined[-1]}: {hardest:.1f}; 50 % class noise alone: {alone:.1f}"))
     else:
         records.append(claim_record("Adding spatial noise costs more than class noise alone (Table 10)", None,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmark_n import camus, formats, grounded, maskrcnn, wan
+from benchmark_n import camus_files, formats, grounded, maskrcnn, wan
 from benchmark_n.mmdet_backend import INSTALL as MMDET_INSTALL
 from shared.preflight import Need, package
 
@@ -68,7 +68,7 @@ def full_profile_needs(notebook: str, cfg) -> list[Need]:
     if notebook == "09_camus_ef":
         if cfg.dataset == "synthetic":
             return []
-        return [Need("the CAMUS release", lambda root: camus.locate_camus(Path(root) / cfg.dataset_dir))]
+        return [Need("the CAMUS release", lambda root: camus_files.locate_camus(Path(root) / cfg.dataset_dir))]
     needs = [] if cfg.dataset == "shapes" else _splits(notebook, cfg)
     if notebook in MODEL_PAGES:
         needs += _model_needs(cfg)

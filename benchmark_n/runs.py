@@ -21,6 +21,7 @@ processes or a Slurm job array); every job reads the data from the recipe itself
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import json
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache, partial
@@ -260,6 +261,24 @@ class RunResult:
     instance_losses: list
 
 
+#: the libraries a run's numbers depend on besides this project's code: their versions are part of its cache key, so
+#: an upgrade (a new torch, a new pycocotools) trains and scores the runs again instead of reading older numbers
+LIBRARIES = ("torch", "torchvision", "numpy", "pycocotools", "opencv-python-headless", "segment-anything",
+             "transformers")
+
+
+@lru_cache(maxsize=1)
+def library_versions() -> dict[str, str | None]:
+    """The installed version of each of ``LIBRARIES`` (None where one is not installed)."""
+    versions = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
 @lru_cache(maxsize=2)
 def _fingerprints(recipe: DataRecipe) -> tuple[str, str]:
     """The train and val annotations' fingerprints (computed once per recipe: COCO's train JSON is large)."""
@@ -270,7 +289,7 @@ def _params(recipe: DataRecipe, spec: RunSpec, training: Training) -> dict:
     train, val = _fingerprints(recipe)
     return {"train": train, "val": val,
             "recipe": {k: v for k, v in asdict(recipe).items() if k != "data_dir"},
-            "spec": asdict(spec), "training": training.key()}
+            "spec": asdict(spec), "training": training.key(), "libraries": library_versions()}
 
 
 def _code(training: Training) -> list:
@@ -393,13 +412,14 @@ def finetune_grid(recipe: DataRecipe, noises: dict, seeds, tuning: FineTuning,
     records = []
     for (name, noise), seed in progress([(item, s) for item in noises.items() for s in seeds], desc="fine-tuning"):
         params = {"train": train, "val": val, "recipe": {k: v for k, v in asdict(recipe).items() if k != "data_dir"},
-                  "noise": asdict(noise), "seed": seed, "tuning": tuning.key()}
+                  "noise": asdict(noise), "seed": seed, "tuning": tuning.key(), "libraries": library_versions()}
         stored = cache.get_or_build(FINETUNE_KIND, params, partial(finetune_quality, recipe, noise, seed, tuning),
                                     code=[finetune_quality, sam_finetune, wan], fmt="json")
         records.append({"annotations": name, **stored})
     return records
 
 
-__all__ = ["CACHE_KIND", "BACKENDS", "NOISE_KINDS", "TEXT_OPTIONS", "SCORE_KEYS", "FEDERATED", "TrainNoise", "RunSpec", "Training", "DataRecipe",
+__all__ = ["CACHE_KIND", "BACKENDS", "NOISE_KINDS", "TEXT_OPTIONS", "SCORE_KEYS", "FEDERATED", "LIBRARIES",
+           "library_versions", "TrainNoise", "RunSpec", "Training", "DataRecipe",
            "load_pair", "evaluate", "train_run", "RunResult", "run_grid", "FINETUNE_KIND", "FINETUNE_SETTINGS",
            "FineTuning", "first_images", "finetune_quality", "finetune_grid"]

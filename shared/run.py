@@ -35,7 +35,6 @@ import argparse
 import fnmatch
 import hashlib
 import json
-import os
 import re
 import sys
 import time

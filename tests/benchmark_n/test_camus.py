@@ -11,9 +11,9 @@ from scipy import ndimage
 
 from benchmark_n.camus import (ED, ES, METRICS, TABLE6_COLUMNS, EchoData, claims, clean_vs_noisy, ef_swing,
                                ellipse_lv_pair, evaluate, evaluate_masks, figure9, figure9_data, jitter_mask,
-                               largest_component, load_camus, lv_mask, mask_ef, move_boundary, noise_parameters,
-                               noisy_lv_masks, predict, read_info_cfg, read_mhd, read_nifti, split_patients,
-                               synthetic_camus, table6, train_unet)
+                               largest_component, lv_mask, mask_ef, move_boundary, noise_parameters, noisy_lv_masks,
+                               predict, split_patients, synthetic_camus, table6, train_unet)
+from benchmark_n.camus_files import load_camus, read_info_cfg, read_mhd, read_nifti
 from benchmark_n.metrics import area_length_volume, dice, ejection_fraction
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 
@@ -397,7 +397,8 @@ def test_echo_data_subset_and_checks(data):
 
 
 def test_written_release_reads_back_through_the_real_loader(tmp_path):
-    from benchmark_n.camus import synthetic_camus, write_camus_mhd
+    from benchmark_n.camus import synthetic_camus
+    from benchmark_n.camus_files import write_camus_mhd
     data = synthetic_camus(3, seed=0, size=64)
     write_camus_mhd(tmp_path, data)
     back = load_camus(tmp_path, size=64)

@@ -15,6 +15,7 @@ from benchmark_n.grounded import (
     text_tier, text_weak_dataset,
 )
 from benchmark_n.metrics import annotation_quality, iou
+from benchmark_n.rehearsal import write_tiny_grounding_dino
 from benchmark_n.shapes import CATEGORIES, generate_shapes, preset
 from benchmark_n.sources import Annotations
 from benchmark_n.wan import make_prompt, weak_dataset
@@ -207,34 +208,14 @@ def test_stand_in_text_labels_find_objects_but_are_noisier_than_box_labels(shape
 # ------------------------------------------------------------------------------------------------ Grounding-DINO
 @pytest.fixture(scope="module")
 def tiny_grounding_dino(tmp_path_factory):
-    """A real Grounding-DINO model folder: a randomly initialised tiny model (ResNet backbone, 1-layer BERT, d_model
-    32, 10 queries), a BERT tokenizer over a vocab of the shape names, "." and the special tokens, and an image
-    processor resizing to 64 px, saved with save_pretrained."""
-    torch = pytest.importorskip("torch")
+    """A real Grounding-DINO model folder (``rehearsal.write_tiny_grounding_dino``) over the shape names."""
     transformers = pytest.importorskip("transformers")
     if not hasattr(transformers, "GroundingDinoForObjectDetection"):
         pytest.skip("this transformers has no Grounding-DINO")
-    from transformers import (BertConfig, BertTokenizerFast, GroundingDinoConfig, GroundingDinoForObjectDetection,
-                              GroundingDinoImageProcessor, GroundingDinoProcessor, ResNetConfig)
-
-    folder = tmp_path_factory.mktemp("grounding-dino-tiny")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *NAMES.values()]
-    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tokenizer = BertTokenizerFast.from_pretrained(str(folder))
+    folder = write_tiny_grounding_dino(tmp_path_factory.mktemp("grounding-dino-tiny"), NAMES.values())
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(str(folder))
     assert tokenizer.convert_ids_to_tokens(tokenizer("circle. star.")["input_ids"]) == \
         ["[CLS]", "circle", ".", "star", ".", "[SEP]"]
-    config = GroundingDinoConfig(
-        backbone_config=ResNetConfig(embedding_size=8, hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1],
-                                     layer_type="basic", out_indices=[2, 3, 4]),
-        text_config=BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                               intermediate_size=32, max_position_embeddings=64),
-        num_queries=10, encoder_layers=1, decoder_layers=2, d_model=32, encoder_ffn_dim=32, decoder_ffn_dim=32,
-        encoder_attention_heads=2, decoder_attention_heads=2, num_feature_levels=3, encoder_n_points=1,
-        decoder_n_points=1, max_text_len=32)  # d_model: GroupNorm(32); 2 decoder layers: the shared box heads tie
-    torch.manual_seed(0)
-    GroundingDinoForObjectDetection(config).eval().save_pretrained(str(folder))
-    image_processor = GroundingDinoImageProcessor(size={"shortest_edge": 64, "longest_edge": 96})
-    GroundingDinoProcessor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(str(folder))
     return folder
 
 
@@ -276,6 +257,19 @@ def test_grounding_dino_detections_are_well_formed_and_respect_the_thresholds(sh
     assert weak.manifest["detector"]["name"] == "grounding_dino"
     assert weak.manifest["detections_in"] == len(grounding_dino_detections(shapes6, tiny_grounding_dino,
                                                                            progress=False))
+
+
+def test_grounding_dino_labels_are_a_training_noise(tiny_grounding_dino, one_thread):
+    from benchmark_n.runs import DataRecipe, RunSpec, TrainNoise, load_pair
+
+    train = load_pair(DataRecipe(n_train=6, n_val=2))[0]
+    noise = TrainNoise("text", "grounding_dino", options={"score_threshold": 0.3, "detector_options": {
+        "model_dir": str(tiny_grounding_dino), "box_threshold": 0.3, "progress": False}})
+    drawn = noise.draw(train, 0)  # Grounding-DINO needs no recipe: it was trained elsewhere
+    direct = text_tier(train, "grounding_dino", seed=0, score_threshold=0.3, detector_options={
+        "model_dir": tiny_grounding_dino, "box_threshold": 0.3, "progress": False})
+    assert drawn == direct.dataset and direct.manifest["detections_in"] > 0  # the random model's boxes are
+    assert len({RunSpec(noise), RunSpec(noise)}) == 1                          # slivers: GrabCut empties them
 
 
 def test_missing_grounding_dino_folder_names_the_path_and_the_download(shapes6, tmp_path, monkeypatch):

@@ -22,7 +22,7 @@ from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SMALL = {"backbone": "resnet18", "backbone_weights": None, "min_size": 96, "max_size": 96, "batch_size": 2,
-         "max_iters": 3}
+         "max_iters": 3, "log_interval": 2}
 
 
 def _shapes(n: int, seed: int, name: str) -> Annotations:
@@ -66,8 +66,9 @@ def test_plumbing_gives_coco_detections_and_respects_max_iters(pair, result):
                     .shape) == sizes[det["image_id"]]
         assert len(det["bbox"]) == 4 and det["bbox"][2] >= 0 and det["bbox"][3] >= 0
     assert len(detections) <= 100 * len(sizes)
-    # 4 images in batches of 2: 2 iterations per epoch, so max_iters=3 stops in epoch 2 (of 12)
-    assert [(row["epoch"], row["iteration"]) for row in history] == [(1, 1), (1, 2), (2, 3)]
+    # 4 images in batches of 2: 2 iterations per epoch, so max_iters=3 stops in epoch 2 (of 12); a row every 2
+    # iterations and at the last, each the mean over its iterations
+    assert [(row["epoch"], row["iteration"], row["iterations"]) for row in history] == [(1, 2, 2), (2, 3, 1)]
     assert all(math.isfinite(row[k]) for row in history for k in ("loss", "loss_classifier", "loss_mask"))
     assert history[0]["base_lr"] == pytest.approx(0.02 * 2 / 16)
     assert history[0]["skipped_crowd"] == 1
@@ -89,6 +90,10 @@ def test_lr_schedule_warms_up_linearly_and_steps_by_epoch():
 def test_same_seed_gives_same_losses_and_detections(pair, result):
     again = fit_predict(*pair, SMALL, seed=0, log_losses=True)
     assert again["history"] == result["history"]
+    every = fit_predict(*pair, {**SMALL, "log_interval": 1}, seed=0)["history"]  # a row per iteration
+    assert [row["iterations"] for row in every] == [1, 1, 1]
+    assert result["history"][0]["loss_mask"] == pytest.approx((every[0]["loss_mask"] + every[1]["loss_mask"]) / 2)
+    assert result["history"][1]["loss"] == every[2]["loss"] and result["history"][1]["lr"] == every[2]["lr"]
     assert again["instance_losses"] == result["instance_losses"]
     assert again["detections"] == result["detections"]
 

@@ -139,7 +139,7 @@ def test_sources_read_the_real_layout_and_name_what_is_missing(tmp_path):
     cfg = Settings(dataset="coco2017", dataset_dir="coco", split="val")
     with pytest.raises(DataNotFoundError, match="instances_val2017.json"):
         load_annotations(cfg, tmp_path)
-    assert write_rehearsal_data(tmp_path) == ["coco", "camus"]
+    assert write_rehearsal_data(tmp_path) == ["coco", "camus", "weights/grounding-dino-base"]
     data = load_annotations(cfg, tmp_path)
     first = data.dataset["images"][0]
     assert data.source == "coco2017" and data.image(first["id"]).shape == (first["height"], first["width"], 3)

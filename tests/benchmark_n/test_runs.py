@@ -85,6 +85,20 @@ def test_run_grid_trains_once_and_reads_the_cache_after(tmp_path, monkeypatch):
     assert [r.scores for r in again] == [r.scores for r in first]
 
 
+def test_a_library_upgrade_trains_the_run_again(tmp_path, monkeypatch):
+    torch.set_num_threads(1)
+    cache, training, spec = ArtifactCache(tmp_path), Training("tiny", {"epochs": 1}), RunSpec(TrainNoise(), 0)
+    first = run_grid(TINY, [spec], training, cache=cache)[0]
+    assert torch.__version__.startswith(runs_module.library_versions()["torch"])  # "2.14.1" of "2.14.1+cu130"
+    upgraded = {**runs_module.library_versions(), "pycocotools": "99.0"}
+    monkeypatch.setattr(runs_module, "library_versions", lambda: upgraded)
+    calls = []
+    real = tiny_seg.fit_predict
+    monkeypatch.setattr(tiny_seg, "fit_predict", lambda *a, **k: calls.append(1) or real(*a, **k))
+    again = run_grid(TINY, [spec], training, cache=cache)[0]
+    assert calls == [1] and again.scores == first.scores  # trained again (same code, same numbers)
+
+
 def test_run_grid_on_an_executor_gives_the_same_run(tmp_path):
     torch.set_num_threads(1)
     spec, training = RunSpec(TrainNoise("engine", "legacy_v0", "low"), 1), Training("tiny", {"epochs": 1})
