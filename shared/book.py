@@ -14,6 +14,7 @@ import json
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
@@ -192,14 +193,55 @@ def assemble(profile: str, book: Path = BOOK) -> Path:
     return book
 
 
+#: (tag, attribute) pairs through which a page loads something when it opens (hyperlinks are not loads)
+LOADING_ATTRIBUTES = {("script", "src"), ("img", "src"), ("iframe", "src"), ("source", "src"), ("video", "src"),
+                      ("audio", "src"), ("embed", "src"), ("link", "href")}
+
+
+class _Loads(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.urls = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "link" and not set(str(attrs.get("rel", "")).split()) & {"stylesheet", "icon", "preload",
+                                                                          "modulepreload", "prefetch"}:
+            return
+        self.urls += [attrs[a] for t, a in LOADING_ATTRIBUTES if t == tag and attrs.get(a)]
+
+
+def external_loads(site: Path) -> dict[str, list[str]]:
+    """Per page of the built ``site`` (relative path), the URLs it loads from another host when it opens: scripts,
+    stylesheets, icons, images and frames given as ``http(s)://`` or ``//`` addresses. A book read offline needs
+    none."""
+    found = {}
+    for page in sorted(Path(site).rglob("*.html")):
+        parser = _Loads()
+        parser.feed(page.read_text(errors="replace"))
+        external = [url for url in parser.urls if url.startswith(("http://", "https://", "//"))]
+        if external:
+            found[str(page.relative_to(site))] = sorted(set(external))
+    return found
+
+
 def build(book: Path) -> int:
+    """``jupyter-book build`` of ``book`` into ``book/_build/html``; non-zero when the build fails or a page loads
+    something from the network (``external_loads``: the book must read offline)."""
     exe = Path(sys.executable).parent / "jupyter-book"
     command = [str(exe) if exe.exists() else "jupyter-book", "build", str(book), "--builder", "html"]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         print(result.stdout[-4000:], result.stderr[-4000:], sep="\n", file=sys.stderr)
         return result.returncode
-    print(f"book built: {book / '_build' / 'html' / 'index.html'}")
+    site = book / "_build" / "html"
+    online = external_loads(site)
+    if online:
+        listed = "\n".join(f"  {page}: {', '.join(urls)}" for page, urls in list(online.items())[:20])
+        print(f"error: {len(online)} page(s) of {site} load files from the network, so they break offline:\n{listed}",
+              file=sys.stderr)
+        return 1
+    print(f"book built: {site / 'index.html'}")
     return 0
 
 

@@ -6,7 +6,7 @@ import nbformat
 import pandas as pd
 import yaml
 
-from shared.book import BOOK, assemble, markdown_table, notebook_status, prepare_notebook
+from shared.book import BOOK, assemble, build, external_loads, markdown_table, notebook_status, prepare_notebook
 from shared.ledger import Ledger
 
 
@@ -71,3 +71,33 @@ def test_status_of_items():
     assert notebook_status("ciln", "99_none.ipynb", {}, folder) == "missing"
     assert notebook_status("ciln", "01_benchmark.ipynb", {}, folder) == "not run"
     assert notebook_status("ciln", "01_benchmark.ipynb", {"ciln/01_benchmark.ipynb": {"status": "failed"}}, folder) == "failed"
+
+
+def test_the_built_book_renders_math_from_its_own_files_and_loads_nothing_from_the_network(tmp_path):
+    book = tmp_path / "book"
+    book.mkdir()
+    shutil.copy(BOOK / "_config.yml", book)
+    (book / "_toc.yml").write_text("format: jb-book\nroot: index\nchapters:\n- file: page\n")
+    (book / "index.md").write_text("# Home\n\nInline $a^2 + b^2$ and a display:\n\n$$\\sum_i x_i$$\n")
+    cells = [nbformat.v4.new_markdown_cell("# A notebook\n\nIts math: $\\hat{y} = f(x)$."),
+             nbformat.v4.new_code_cell("1 + 1", outputs=[nbformat.v4.new_output("execute_result", {"text/plain": "2"},
+                                                                                 execution_count=1)])]
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                                        "language": "python"}})
+    (book / "page.ipynb").write_text(nbformat.writes(nb))
+    assert build(book) == 0
+    site = book / "_build" / "html"
+    assert external_loads(site) == {}
+    for page in ("index.html", "page.html"):
+        html = (site / page).read_text()
+        assert 'src="_static/mathjax/tex-chtml.js"' in html, page  # MathJax from the book itself
+    assert (site / "_static" / "mathjax" / "tex-chtml.js").stat().st_size > 100_000
+
+
+def test_external_loads_are_scripts_styles_and_images_from_other_hosts_not_links(tmp_path):
+    (tmp_path / "a.html").write_text(
+        '<script src="https://cdn.example/x.js"></script><link rel="stylesheet" href="//fonts.example/f.css">'
+        '<link rel="canonical" href="https://example.org/a"><a href="https://arxiv.org/abs/1">paper</a>'
+        '<img src="_images/f.svg"><script src="_static/local.js"></script>')
+    (tmp_path / "b.html").write_text('<a href="https://github.com/x">code</a>')
+    assert external_loads(tmp_path) == {"a.html": ["//fonts.example/f.css", "https://cdn.example/x.js"]}

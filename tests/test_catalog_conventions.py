@@ -7,6 +7,7 @@ from shared.catalog import all_catalogs
 from shared.paths import PAPERS, REPO_ROOT
 from shared.profiles import load_profiles, notebook_settings
 from shared.report import reported
+from shared.run import KERNEL_NAME
 
 CATALOGS = all_catalogs()
 NOTEBOOKS = [nb for c in CATALOGS for nb in c.notebooks()]
@@ -49,7 +50,7 @@ def test_notebook_has_parameters_cell_and_no_outputs(path):
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             assert not cell.get("outputs") and cell.get("execution_count") is None, "commit notebooks without outputs"
-    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    assert nb["metadata"]["kernelspec"]["name"] == KERNEL_NAME, "JupyterLab must open it in the project's kernel"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
