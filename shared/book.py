@@ -22,8 +22,9 @@ import yaml
 
 from shared.catalog import PaperCatalog, all_catalogs
 from shared.ledger import Ledger
-from shared.paths import REPO_ROOT, runs_dir
-from shared.profiles import check_profile
+from shared.paths import REPO_ROOT, paper_dir, runs_dir
+from shared.preflight import paper_needs
+from shared.profiles import check_profile, notebook_settings
 from shared.report import claims_frame
 
 BOOK = REPO_ROOT / "book"
@@ -42,17 +43,50 @@ def notebook_status(paper: str, notebook: str | None, records: dict, folder: Pat
     return records.get(f"{paper}/{notebook}", {}).get("status", "not run")
 
 
+def full_profile_needs(paper: str, stem: str) -> tuple[str, list[str]]:
+    """What the full profile of notebook ``stem`` needs: the device its ``params/full.yaml`` asks for, and what
+    the paper's ``requirements.py`` says the notebook reads (``shared.preflight``)."""
+    path = paper_dir(paper) / "params" / "full.yaml"
+    params = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    device = {**params, **(params.get("notebooks") or {}).get(stem, {})}.get("device", "auto")
+    needs_of = paper_needs(paper)
+    needs = [n.what + (" (optional)" if n.optional else "")
+             for n in (needs_of(stem, notebook_settings(paper, stem, "full")) if needs_of else [])]
+    return device, list(dict.fromkeys(needs))
+
+
+def reproduce_note(record: dict) -> str:
+    """The page's "Reproduce" box (MyST): the command of its smoke run with the time and peak memory it took, the
+    parameters it ran with, and the full profile's command and needs."""
+    paper, stem = record["paper"], Path(record["notebook"]).stem
+    shown = {k: v for k, v in record.get("parameters", {}).items() if k not in HIDDEN_PARAMETERS}
+    profile = shown.get("profile", "smoke")
+    threads = record.get("threads")
+    run = f".venv/bin/python -m shared.run {paper} --only '{stem}'"
+    lines = [":::{admonition} Reproduce this page", ":class: tip", "",
+             f"**This page** ({profile} profile, parameters "
+             + ", ".join(f"`{k}={v!r}`" for k, v in shown.items()) + f"): `{run}"
+             + (f" --profile {profile}" if profile != "smoke" else "") + "` took "
+             + f"{record.get('wall_s')} s and {record.get('peak_rss_mb')} MB at peak"
+             + (f" on {threads} CPU thread{'s' if threads != 1 else ''}" if threads else "") + "."]
+    if profile != "full":
+        device, needs = full_profile_needs(paper, stem)
+        where = {"cuda": "a CUDA GPU", "cpu": "the CPU"}.get(device, "the CPU, or a GPU when there is one")
+        lines += ["", f"**Full profile**: `{run} --profile full -f {paper}/params/full.yaml -p data_dir /path/to/data`"
+                  f" on {where}; it reads " + (", ".join(needs) if needs else "no data beyond the smoke profile's")
+                  + " (`--check-env` lists what is missing, with where to get it)."]
+    return "\n".join(lines + [":::"])
+
+
 def prepare_notebook(source: Path, target: Path, record: dict) -> None:
-    """Copy an executed notebook for the book: drop papermill's injected cell, note the parameters instead."""
+    """Copy an executed notebook for the book: papermill's injected cell becomes the page's "Reproduce" box
+    (``reproduce_note``); the parameters cell is folded."""
     nb = json.loads(source.read_text())
     cells = []
     for cell in nb["cells"]:
         tags = cell.get("metadata", {}).get("tags", [])
         if "injected-parameters" in tags:
-            shown = {k: v for k, v in record.get("parameters", {}).items() if k not in HIDDEN_PARAMETERS}
-            text = ", ".join(f"`{k}={v!r}`" for k, v in shown.items())
-            cell = {"cell_type": "markdown", "metadata": {}, "source": [f"*Executed with {text}; "
-                    f"wall time {record.get('wall_s')} s, peak memory {record.get('peak_rss_mb')} MB.*"]}
+            cell = {"cell_type": "markdown", "metadata": {}, "source": reproduce_note(record).splitlines(True)}
         elif "parameters" in tags:
             cell["metadata"]["tags"] = sorted(set(tags) | {"hide-input"})
         cells.append(cell)

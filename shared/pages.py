@@ -31,6 +31,7 @@ class NotebookPage:
         self.overridden = bool(settings)
         self.report = NotebookReport(self.paper, self.notebook, out_dir, profile)
         set_style()
+        pd.set_option("display.max_colwidth", None)  # a claim's statement, a setting's value: shown whole, not cut
 
     def settings_table(self) -> pd.DataFrame:
         return self.cfg.to_frame()

@@ -95,7 +95,8 @@ class Report:
         return "\n".join(lines)
 
 
-def _paper_needs(paper: str) -> Callable | None:
+def paper_needs(paper: str) -> Callable | None:
+    """``<paper>.requirements.full_profile_needs``, or None for a paper without that module."""
     if importlib.util.find_spec(f"{paper}.requirements") is None:
         return None
     return importlib.import_module(f"{paper}.requirements").full_profile_needs
@@ -133,7 +134,7 @@ def preflight(jobs: list[dict], profile: str, *, has_cuda: bool | None = None) -
             report.add("problems", message, key)
         for message in warnings:
             report.add("warnings", message, key)
-        needs_of = _paper_needs(job["paper"]) if profile == "full" else None
+        needs_of = paper_needs(job["paper"]) if profile == "full" else None
         needs = {}
         if needs_of is not None:
             settings = params.get("settings") or {}

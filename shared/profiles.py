@@ -39,10 +39,29 @@ class Settings(dict):
             raise AttributeError(f"no setting {name!r}; settings are: {', '.join(sorted(self))}") from None
 
     def to_frame(self):
-        """The settings as a two-column table, for display in a notebook."""
+        """The settings as a two-column table for a notebook: nested mappings flattened into dotted names
+        (``hparams.epochs``), every value written out in full as ``-p settings`` and ``profiles.yaml`` write it
+        (YAML flow style: ``[erosion, dilation]``, ``null``), never cut short."""
         import pandas as pd
 
-        return pd.DataFrame({"setting": list(self), "value": [repr(v) for v in self.values()]})
+        rows = []
+
+        def walk(name: str, value) -> None:
+            if isinstance(value, Mapping) and value:
+                for key, item in value.items():
+                    walk(f"{name}.{key}", item)
+            else:
+                rows.append((name, yaml_text(value)))
+
+        for key, value in self.items():
+            walk(str(key), value)
+        return pd.DataFrame(rows, columns=["setting", "value"])
+
+
+def yaml_text(value) -> str:
+    """``value`` on one line in YAML flow style (what ``-p settings`` and ``profiles.yaml`` take)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=1_000_000, sort_keys=False).strip()
+    return text[:-3].strip() if text.endswith("\n...") or text.endswith("...") else text
 
 
 def check_profile(profile: str) -> str:

@@ -6,7 +6,8 @@ import nbformat
 import pandas as pd
 import yaml
 
-from shared.book import BOOK, assemble, build, external_loads, markdown_table, notebook_status, prepare_notebook
+from shared.book import (BOOK, assemble, build, external_loads, markdown_table, notebook_status, prepare_notebook,
+                         reproduce_note)
 from shared.ledger import Ledger
 
 
@@ -20,12 +21,29 @@ def test_prepare_notebook_replaces_injected_parameters(tmp_path):
     cells[0].metadata["tags"] = ["parameters"]
     cells[1].metadata["tags"] = ["injected-parameters"]
     (tmp_path / "in.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook(cells=cells)))
-    record = {"parameters": {"profile": "full", "out_dir": "/abs"}, "wall_s": 1.5, "peak_rss_mb": 99}
+    record = {"paper": "benchmark_n", "notebook": "08_coco_wan.ipynb", "threads": 4, "wall_s": 1.5, "peak_rss_mb": 99,
+              "parameters": {"profile": "full", "out_dir": "/abs"}}
     prepare_notebook(tmp_path / "in.ipynb", tmp_path / "out.ipynb", record)
     out = json.loads((tmp_path / "out.ipynb").read_text())
     assert "hide-input" in out["cells"][0]["metadata"]["tags"]
     note = "".join(out["cells"][1]["source"])
     assert out["cells"][1]["cell_type"] == "markdown" and "profile='full'" in note and "/abs" not in note
+    assert note.startswith(":::{admonition} Reproduce this page") and note.endswith(":::")
+    assert "--only '08_coco_wan' --profile full` took 1.5 s and 99 MB at peak on 4 CPU threads" in note
+
+
+def test_the_reproduce_box_gives_both_commands_and_what_the_full_profile_reads():
+    note = reproduce_note({"paper": "benchmark_n", "notebook": "08_coco_wan.ipynb", "threads": 1, "wall_s": 63.5,
+                           "peak_rss_mb": 1447.3, "parameters": {"profile": "smoke", "out_dir": "/x"}})
+    assert "`.venv/bin/python -m shared.run benchmark_n --only '08_coco_wan'` took 63.5 s and 1447.3 MB" in note
+    full = note.split("**Full profile**: ")[1]
+    assert full.startswith("`.venv/bin/python -m shared.run benchmark_n --only '08_coco_wan' --profile full -f "
+                           "benchmark_n/params/full.yaml -p data_dir /path/to/data` on a CUDA GPU")
+    for need in ("coco2017 train annotations and images", "resnet50 ImageNet weights", "SAM checkpoint",
+                 "Grounding-DINO"):
+        assert need in full
+    assert "Reproduce" in reproduce_note({"paper": "ciln", "notebook": "01_benchmark.ipynb", "wall_s": 1,
+                                          "parameters": {"profile": "smoke"}})
 
 
 def test_assemble_writes_toc_scorecard_and_pages(tmp_path, monkeypatch):

@@ -22,6 +22,14 @@ def test_settings_overrides_and_claims_reach_the_report(tmp_path):
     assert not Engine("smoke", out_dir=tmp_path).overridden
 
 
+def test_settings_and_claims_are_shown_whole(tmp_path):
+    page = Engine("smoke", settings={"engines": ["paper", "legacy_v0"] * 4}, out_dir=tmp_path)
+    html = page.settings_table().to_html()
+    assert "[paper, legacy_v0, paper, legacy_v0, paper, legacy_v0, paper, legacy_v0]" in html and "..." not in html
+    statement = "A claim whose statement is far longer than fifty characters, so pandas would cut it short"
+    assert statement in page._finish([claim_record(statement, True)]).to_html()
+
+
 def test_an_unknown_setting_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="example_image"):
         Engine("smoke", settings={"example_image": 2}, out_dir=tmp_path)

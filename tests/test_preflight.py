@@ -35,7 +35,7 @@ def test_required_needs_stop_optional_ones_warn_and_each_message_lists_its_noteb
                package("json", "always there"), package("no_such_module_xyz", "pip install it")]
         return out + ([Need("extra", missing("extra.txt"), optional=True)] if notebook == "06_tv" else [])
 
-    monkeypatch.setattr(pf, "_paper_needs", lambda paper: needs)
+    monkeypatch.setattr(pf, "paper_needs", lambda paper: needs)
     report = preflight([job(data_dir=str(tmp_path)), job("06_tv", data_dir=str(tmp_path))], "full", has_cuda=True)
     assert not report.ok
     assert report.problems == {f"absent.txt not found under {tmp_path}": ["ciln/01_benchmark.ipynb", "ciln/06_tv.ipynb"],

@@ -1,7 +1,7 @@
 import pytest
 
 from shared.errors import ConfigError
-from shared.profiles import notebook_settings
+from shared.profiles import Settings, notebook_settings
 
 PROFILES = """
 common:
@@ -49,3 +49,6 @@ def test_attribute_access_names_valid_settings(profiles):
     with pytest.raises(AttributeError, match="settings are: epochs, n, profile, seed"):
         cfg.epoch
     assert list(cfg.to_frame()["setting"]) == ["profile", "n", "seed", "epochs"]
+    nested = Settings(hparams={"epochs": 10, "loss_epochs": [1, 4]}, tiers=["clean", "high"], checkpoint=None)
+    assert nested.to_frame().values.tolist() == [["hparams.epochs", "10"], ["hparams.loss_epochs", "[1, 4]"],
+                                                 ["tiers", "[clean, high]"], ["checkpoint", "null"]]
