@@ -40,8 +40,8 @@ engine's order (localization before scale). ``sample=True`` draws sd ~ max(N(2, 
 floor(N(3, 1))) per frame instead, as the engine does per instance.
 
 *Which pixels.* By default the magnitudes are pixels of the working grid, not rescaled: the engine's Table 1 pixels
-apply to whatever image it is given, and scaled down linearly the integer kernel truncates to a no-op (spec risk
-28). At the stand-in's 64 px (2 mm pixels) this noise is physically several times the paper's if the paper noised
+apply to whatever image it is given, and scaled down linearly the integer kernel truncates to a no-op.
+At the stand-in's 64 px (2 mm pixels) this noise is physically several times the paper's if the paper noised
 CAMUS at its native resolution (a few tenths of a mm per pixel): the noisy ES masks are ~40 % larger than the clean
 ones and their own EF is ~36 p.p. lower (48 patients, seed 0). ``noise_pixel_mm`` applies the same pixel numbers on
 a supersampled grid of about that pixel size instead (jitter and dilation there, area-averaged back): 0.6 (CAMUS

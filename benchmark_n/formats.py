@@ -9,12 +9,13 @@ images relative to its root folder:
   ``<root>/leftImg8bit/{train,val}/<file_name>`` (file_name ``<city>/<city>_..._leftImg8bit.png``). The converter
   writes RLE segmentations, image and annotation ids from 0, ``iscrowd = 1`` for group regions, and the 8
   instance classes as categories ``{id, name}`` with Cityscapes label ids (24-33) and **no supercategory**
-  (spec §9 row 19).
+  (so a sibling class flip may pick any of the 8 classes).
 * ``lvis_v1`` — ``<root>/lvis_v1_{train,val}.json`` (as the lvisdataset.org zips unpack; MMDetection's
   ``<root>/annotations/lvis_v1_{train,val}.json`` is accepted too). Images have no ``file_name``: they are COCO
   2017's, found through ``coco_url`` (``http://images.cocodataset.org/train2017/x.jpg`` ->
   ``<root>/train2017/x.jpg``; LVIS val uses images of both COCO splits). Categories have ``synset``,
-  ``frequency`` etc. but **no supercategory** (spec §9 row 20); annotations have no ``iscrowd``.
+  ``frequency`` etc. but **no supercategory** (sibling flips range over all classes, as in the official v2);
+  annotations have no ``iscrowd``.
 * ``viper`` — VIPER (Richter et al. 2017, GTA-V frames) converted to COCO instances, as the authors' "VIPER curated
   as COCO" release on Hugging Face (``Kimhi/noisy-labels-for-instance-segmentation-coco-format``) ships it:
   ``<root>/annotations/instances_{train,val}.json`` (``<root>/instances_{train,val}.json`` is accepted too),

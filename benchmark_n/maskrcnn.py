@@ -1,6 +1,6 @@
 """The full profile's instance segmenter: torchvision's Mask R-CNN (ResNet-50-FPN) on MMDetection's 1x schedule.
 
-"All experiments use the default configs from MMDetection" (spec 3.5): ``mask-rcnn_r50_fpn_1x_coco`` translated to
+"All experiments use the default configs from MMDetection" (App. D.3): ``mask-rcnn_r50_fpn_1x_coco`` translated to
 torchvision. SGD, momentum 0.9, weight decay 1e-4 on every parameter, lr 0.02 for a total batch of 16 scaled by the
 linear rule (``lr = 0.02 * batch_size / 16`` unless ``lr`` is given; mmdet's ``auto_scale_lr``); linear warm-up over
 500 iterations from 0.001 x lr; lr x 0.1 after epochs 8 and 11; 12 epochs; shorter side resized to 800, longer side

@@ -1,11 +1,11 @@
 """The full profile's optional MMDetection backend: the paper's models from MMDetection 3.x's own configs.
 
-"All experiments use the default configs from MMDetection" (spec 3.5). ``MODELS`` names each model of the paper
+"All experiments use the default configs from MMDetection" (App. D.3). ``MODELS`` names each model of the paper
 by its config under mmdet's ``configs/`` folder. ``config_overrides`` is what changes in that config for a
 Benchmark-N run, as a plain nested dict in mmengine's config terms: training reads the noisy train JSON, validation
-and test score the *clean* val JSON (spec 9, row 7; a noisy val JSON can be scored as well, under the prefix
-``noisy_val``), the heads predict the dataset's K classes, the seed is set, and ``load_from`` is always None: no
-run starts from a COCO-trained checkpoint, which would leak the clean labels (spec 9, row 29; mmdet's Cityscapes
+and test score the *clean* val JSON (the paper noises the training set; a noisy val JSON can be scored as well,
+under the prefix ``noisy_val``), the heads predict the dataset's K classes, the seed is set, and ``load_from`` is
+always None: no run starts from a COCO-trained checkpoint, which would leak the clean labels (mmdet's Cityscapes
 config does start from one, so here its backbone gets the ImageNet weights back instead). ``write_config`` writes
 that dict as a config file that ``_base_``-inherits from the mmdet config; the text is made without mmdet.
 
@@ -28,7 +28,7 @@ iterations (368,750 at batch 16, about 50 COCO epochs), so ``epochs`` is refused
 Not written yet: the Symmetric Cross-Entropy of Table 13 and the per-instance loss logging of Figs. 8 and 13
 need an mmdet loss module and hook that are not written; ``loss="sce"`` and ``log_losses=True`` raise ConfigError
 and point to the torchvision backend (``benchmark_n.maskrcnn``), which has both. mmdet and mmcv are not installed
-in this project (mmcv has no CPU wheel on PyPI; spec 6.5): ``fit_predict`` and a ``write_config`` without
+in this project (mmcv has no CPU wheel on PyPI): ``fit_predict`` and a ``write_config`` without
 ``mmdet_configs`` raise ConfigError with the install recipe before doing any work.
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ from shared.errors import ConfigError, DataFormatError, DataNotFoundError, unkno
 INSTALL = ("the mmdet backend needs MMDetection 3.x: pip install mmdet==3.3.0 mmengine==0.10.7 and mmcv 2.1.0 "
            "(mmdet 3.3.0 rejects mmcv 2.2.0). mmcv 2.1.0 has no CPU wheel on PyPI; build it with "
            "pip install 'setuptools<70' wheel ninja && pip install --no-build-isolation mmcv==2.1.0 (about 1 h on 2 "
-           "cores; spec 6.5), or install a CUDA build that matches your torch. Without it, use the torchvision "
+           "cores), or install a CUDA build that matches your torch. Without it, use the torchvision "
            "backend (benchmark_n.maskrcnn).")
 HEAD = "model.roi_head"
 
@@ -76,7 +76,7 @@ MODELS = {
                                 _RCNN),
     "mask_rcnn_r101": MMDetModel("mask_rcnn/mask-rcnn_r101_fpn_1x_coco.py", "12 epochs (1x)", _RCNN),
     "yolact_r50": MMDetModel("yolact/yolact_r50_1xb8-55e_coco.py",
-                             "55 epochs as configured; the paper says 50 (spec 9, row 15)",
+                             "55 epochs as configured; the paper says 50 (App. D.3)",
                              ("model.bbox_head.num_classes", "model.mask_head.num_classes"), base_batch_size=8),
     "solo_r50": MMDetModel("solo/solo_r50_fpn_1x_coco.py", "12 epochs (1x); the paper's clean 35.9 is the zoo's "
                            "3x multi-scale number", ("model.mask_head.num_classes",)),
@@ -89,7 +89,7 @@ MODELS = {
                                         _STAGES + (f"{HEAD}.mask_head.num_classes",)),
     "mask2former_r50": MMDetModel("mask2former/mask2former_r50_8xb2-lsj-50e_coco.py",
                                   "368,750 iterations (about 50 epochs); the paper's clean numbers are the zoo's "
-                                  "50-epoch checkpoints, App. D says 12 epochs (spec 9, row 14)", _M2F,
+                                  "50-epoch checkpoints, App. D says 12 epochs", _M2F,
                                   by_iterations=True),
     "mask2former_swin_s": MMDetModel("mask2former/mask2former_swin-s-p4-w7-224_8xb2-lsj-50e_coco.py",
                                      "as mask2former_r50, Swin-S backbone (ImageNet weights downloaded)", _M2F,
@@ -163,11 +163,11 @@ def config_overrides(model: str, train_json, train_images, val_json, val_images,
     absolute; ``classes`` are the category names in the order of the JSON's ``categories``. ``gpus`` only enters
     the record ``benchmark_n`` (total batch and the lr factor ``auto_scale_lr`` will apply when run on that many
     GPUs). ``load_from`` other than None raises ConfigError: initialising from a COCO checkpoint leaks clean
-    labels (spec 9, row 29)."""
+    labels."""
     entry = model_entry(model)
     if load_from is not None:
         raise ConfigError(f"load_from={load_from!r} refused: a checkpoint trained on clean COCO leaks the clean "
-                          "labels into a noisy-label run (spec 9, row 29); the backbone's ImageNet weights are kept")
+                          "labels into a noisy-label run; the backbone's ImageNet weights are kept")
     _check_epochs(model, epochs)
     classes = tuple(str(c) for c in classes)
     if not classes or len(set(classes)) != len(classes):
@@ -345,7 +345,7 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cuda", log_l
     (clean) each epoch as the config does, then test the final weights on ``val`` and return their detections
     (read from CocoMetric's ``results/val.segm.json``), the training history, and no instance losses. ``train``
     and ``val``: ``benchmark_n.sources.Annotations``. ``device``: mmengine trains on the visible GPU ("cuda:N"
-    selects it); "cpu" only where no GPU is visible (a plumbing test: spec 6.5.1 measured 6.5 s per iteration)."""
+    selects it); "cpu" only where no GPU is visible (a plumbing test: a CPU run took 6.5 s per iteration)."""
     hp = check_hparams(hp)
     if log_losses:
         raise ConfigError("log_losses: per-instance losses need an mmdet hook that is not written; the torchvision "

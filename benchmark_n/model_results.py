@@ -112,7 +112,7 @@ def _drop(summary: pd.DataFrame, metric: str, tier: str = "high") -> float:
 
 
 def train_eval_claims(summary: pd.DataFrame) -> list[dict]:
-    """Notebook 03 (Tables 3, 8, 11; spec checks): clean > hard, the larger relative drop of Boundary AP, the
+    """Notebook 03 (Tables 3, 8, 11; faithfulness checks): clean > hard, the larger relative drop of Boundary AP, the
     monotone fall over the tiers, box AP dropping less than mask AP."""
     clean = {m: _mean(summary, "clean", m) for m in ("mask_AP", "boundary_AP", "box_AP")}
     high = {m: _mean(summary, "high", m) for m in ("mask_AP", "boundary_AP", "box_AP")}

@@ -9,12 +9,13 @@
 
 Engines (``ENGINES``):
 
-* ``"paper"`` -- Table 1 as implemented in the official ``noise_annotations_v2.py`` (spec section 3.2.1):
+* ``"paper"`` -- Table 1 as implemented in the official ``noise_annotations_v2.py`` (mkimhi/noisy_labels):
   deletion, sibling class flip, then polygon approximation, vertex jitter and random dilate/erode, all applied
   to every instance with parameters drawn from N(mu, sigma) clipped at 0. Output segmentations are polygons.
-* ``"legacy_v0"`` -- the public ``noise_annotations.py --benchmark easy|medium|hard`` (spec section 3.2.2):
-  class mixing over all categories, then at most one of approximation / localization / dilate-or-erode with
-  fixed parameters. Noised segmentations are compressed RLE. Probably the engine behind Tables 3, 8, 11, 13.
+* ``"legacy_v0"`` -- the public ``noise_annotations.py --benchmark easy|medium|hard`` (the official README's entry
+  point, eden500/Noisy-Labels-Instance-Segmentation): class mixing over all categories, then at most one of
+  approximation / localization / dilate-or-erode with fixed parameters. Noised segmentations are compressed RLE.
+  Probably the engine behind Tables 3, 8, 11, 13.
 
 Tiers: ``"low"``, ``"mid"``, ``"high"``, also spelled ``"easy"``, ``"medium"``, ``"hard"`` (``TIERS``), for
 both engines; the manifest stores the canonical low/mid/high name.
@@ -614,7 +615,8 @@ def _paper_ablation(step: str) -> Callable:
 
 
 ABLATIONS = {
-    # Table 7 (spec 3.2.5): one operation on every non-crowd mask, fixed parameter per level
+    # Table 7 (Sec. 4.4): one operation on every non-crowd mask, fixed parameter per level (the paper gives none;
+    # Table 1's tier values k = 3/5/7, tol = 5/10/15, sd = 2/3/4)
     "dilation": Ablation(101, "cv2.dilate, k x k ones kernel, k = 3/5/7", _mask_ablation(_dilation, "rand", "k"),
                          random=False),
     "erosion": Ablation(102, "cv2.erode, k = 3/5/7", _mask_ablation(_erosion, "rand", "k"), random=False),
@@ -637,7 +639,7 @@ ABLATIONS = {
 
 
 def ablate(dataset: dict, operation: str, level: str, seed: int = 0) -> NoisyDataset:
-    """The single-noise ablation (Table 7, Fig. 11; spec 3.2.5): ``ABLATIONS[operation]`` applied to every
+    """The single-noise ablation (Table 7, Fig. 11): ``ABLATIONS[operation]`` applied to every
     non-crowd annotation, with no other noise; crowds are copied unchanged.
 
     ``level``: a tier name (``TIERS``). The Table 7 operations (dilation, erosion, opening, random_scale, shift,

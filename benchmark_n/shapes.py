@@ -1,6 +1,6 @@
 """Offline stand-ins for instance segmentation: procedural COCO-shapes and two real masks from scikit-image.
 
-**COCO-shapes** (spec §7.1): 6 categories in 3 super-categories, so class flips to a sibling exist and one class
+**COCO-shapes**: 6 categories in 3 super-categories, so class flips to a sibling exist and one class
 (``star``) has none::
 
     round   {circle, ellipse}      polygon {triangle, square, pentagon}      spiky {star}
@@ -54,10 +54,11 @@ BACKGROUNDS = ("plain", "photo")
 
 #: Named settings of ``generate_shapes`` (keyword arguments):
 #:
-#: * ``annotation`` — annotation-level experiments (noisy vs clean annotations scored with COCOeval, spec §7.2):
+#: * ``annotation`` — annotation-level experiments (noisy vs clean annotations scored with COCOeval, as in Fig. 11):
 #:   COCO's 640x480 canvas, 1-6 objects, radius 5-20 % of the short side (24-96 px), so most objects are COCO
-#:   "medium"/"large" and Table 1's pixel parameters apply unscaled (spec §9 row 28).
-#: * ``model`` — the TinyUNet model-level check (spec §7.3): 128x128 images, 1-3 large objects (radius 15-35 % of
+#:   "medium"/"large" and Table 1's pixel parameters apply unscaled (scaled down with the resolution, the integer
+#:   kernel would truncate to 0 at Low).
+#: * ``model`` — the TinyUNet model-level check: 128x128 images, 1-3 large objects (radius 15-35 % of
 #:   the side, 19-45 px).
 PRESETS = {
     "annotation": dict(height=480, width=640, min_objects=1, max_objects=6, radius=(0.05, 0.20),

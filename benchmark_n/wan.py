@@ -1,4 +1,4 @@
-"""COCO-WAN: weak annotations, every ground-truth instance re-annotated by a promptable segmenter (spec section 3.3).
+"""COCO-WAN: weak annotations, every ground-truth instance re-annotated by a promptable segmenter (Sec. 4.3).
 
     from benchmark_n.wan import weak_dataset, weak_tier, prompt_quality, PROMPTS, WAN_TIERS
     weak = weak_dataset(data, "box")                       # GrabCut from each GT box (offline stand-in for SAM)
@@ -194,7 +194,7 @@ PROMPTS = {
 INSTANCE_PROMPTS = tuple(name for name, p in PROMPTS.items() if p.kind != "text")
 NOT_PER_INSTANCE = {"text": TEXT_PROMPT_HELP}  # prompt -> where its labels are made instead
 
-#: Table 3's COCO-WAN columns (spec section 9 row 16; README: easy = box, medium = centre point, hard = medium + class
+#: Table 3's COCO-WAN columns, which are prompt types (README: easy = box, medium = centre point, hard = medium + class
 #: noise with v0's flip 0.4 -- "with the proper arguments", presumably that).
 WAN_TIERS = {
     "easy": {"prompt": "box", "class_noise_rate": None},
@@ -603,10 +603,10 @@ def prompt_quality(data, prompts: Sequence[str] = INSTANCE_PROMPTS, annotator="g
                    **options) -> pd.DataFrame:
     """How good each prompt's weak annotations are (annotation level; Table 4's clean/noisy prompt columns, Table
     14's zero-shot row): one row per prompt and seed (``QUALITY_COLUMNS``) with ``annotation_quality(clean, weak)``
-    mask and Boundary AP (AP, AP50, AP75; metric names explicit, spec section 9 row 17), mean per-mask IoU and
-    Dice (Table 14's "IoU" and, as we read it, "F1"), and the detection precision / recall / F1 at IoU 0.5 (spec
-    section 9 row 18). A named annotator is built once (SAM loads once). ``prompt_source``, ``options``: as
-    ``weak_dataset``."""
+    mask and Boundary AP (AP, AP50, AP75; named explicitly, as the paper's "APb" and "APB" differ), mean per-mask
+    IoU and Dice (Table 14's "IoU" and, as we read it, "F1"), and the detection precision / recall / F1 at IoU 0.5
+    (Table 14's "F1" is below its IoU in 3 of 4 cells, impossible for a per-mask Dice). A named annotator is built
+    once (SAM loads once). ``prompt_source``, ``options``: as ``weak_dataset``."""
     tool = make_annotator(annotator, checkpoint, **options)
     rows = []
     for prompt in prompts:

@@ -1,4 +1,4 @@
-"""Downstream learning on CILN labels (Table II, Table III, Fig. 8; spec §3.8).
+"""Downstream learning on CILN labels (Table II, Table III, Fig. 8; official ``code/downstream/cifar10``).
 
 A *scenario* is a training set: the benchmark rows (NLT) with hard labels drawn one voter per row, and
 either the clean images (``clean-img``) or the corrupted ones (``noisy-img``); or PL-IDN's labels (one of

@@ -1,4 +1,4 @@
-"""The "Gu-style" five-way split of the training pool (spec §3.1).
+"""The "Gu-style" five-way split of the training pool (official ``code/splits/build_splits_image_tabular.py``).
 
 train pool --10%--> validation, then each half-split 50/50 (stratified, seed 0):
 CLT (clean-label train: voters train here), NLT (noisy-label train: the benchmark rows),

@@ -1,4 +1,4 @@
-"""Voter pools: the classifiers that label corrupted inputs (spec §3.4 full, §7.2 smoke).
+"""Voter pools: the classifiers that label corrupted inputs (full: the paper's pools; smoke: scikit-learn stand-ins).
 
 A voter is trained on CLT, model-selected on CLV and then frozen; ``predict_proba`` gives (n, K)
 softmax outputs. Trained voters are cached by their recipe and a fingerprint of the training data

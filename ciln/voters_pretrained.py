@@ -1,4 +1,4 @@
-"""The paper's pretrained image voters (spec §3.4): DeiT3-Small fine-tuned on CLT and CLIP ViT-B/32 zero-shot.
+"""The paper's pretrained image voters (Sec. III-B): DeiT3-Small fine-tuned on CLT and CLIP ViT-B/32 zero-shot.
 
 Both follow the authors' code (repo ``code/train/image/{_deit_helpers,common,clip_voter}.py`` and
 ``code/infer/eval_image_voters.py``):
@@ -256,7 +256,7 @@ class DeiTVoter:
 class ClipZeroShot:
     """CLIP zero-shot classifier over ``classes``: softmax(logit_scale · cos(image, prompt)), fp32.
 
-    ``image_embeddings(X)`` gives the L2-normalised image features (n, 512) (e.g. for the m3 k-means, §3.7).
+    ``image_embeddings(X)`` gives the L2-normalised image features (n, 512) (e.g. for the official code's m3 k-means).
     """
 
     def __init__(self, weights: Path | None, classes, recipe: dict, device):

@@ -1,8 +1,8 @@
-"""The paper's Adult voters (spec §3.4): XGBoost (``xgboost_dummyna``), CatBoost, RTDL MLP, FT-Transformer, TabPFN v1.
+"""The paper's Adult voters (Sec. III-B): XGBoost (``xgboost_dummyna``), CatBoost, RTDL MLP, FT-Transformer, TabPFN v1.
 
 Each voter is fitted on a clean Adult table X (DataFrame with ``ADULT_NUMERIC + ADULT_CATEGORICAL``, NaN
 allowed) with model selection on (X_val, y_val), and returns a model whose ``predict_proba(X)`` gives (n, K)
-probabilities for *corrupted* copies of such tables. Missing values at inference follow the spec:
+probabilities for *corrupted* copies of such tables. Missing values at inference follow the official code:
 
 - XGBoost: one-hot with a NaN indicator per categorical column (``dummy_na=True``), numeric NaN native;
 - CatBoost: categorical NaN -> the category ``"__NaN__"``, numeric NaN native;
@@ -414,8 +414,8 @@ def load_tabpfn(path: Path, trust: bool = False) -> tuple[nn.Module, dict]:
 
 
 class TabPFNVoter:
-    """TabPFN v1 ensemble (spec §3.4): member i is TabPFN on a stratified ``subsample``-row draw of the clean train
-    set (seed + i) with ``n_ensemble_configurations`` configurations; the members' softmaxes are averaged.
+    """TabPFN v1 ensemble (official recipe): member i is TabPFN on a stratified ``subsample``-row draw of the clean
+    train set (seed + i) with ``n_ensemble_configurations`` configurations; the members' softmaxes are averaged.
 
     Features: median-filled numerics and one-hot categoricals, the ``max_features`` of highest training variance.
     Test rows attend only to the training rows, so scoring them in chunks of ``predict_batch`` rows gives the same

@@ -1,6 +1,6 @@
 """LNLFN's noised benchmarks and noising methods, on a ``TextDataset`` with per-annotator labels.
 
-The paper's fixed benchmarks (App. A) and their offline analogues on the VADER crowd stand-in (spec §7.2):
+The paper's fixed benchmarks (App. A) and their offline analogues on the VADER crowd stand-in:
 
 =============  ==========================================================  ======================
 benchmark      noise (per split, exact counts; ``shared.noise.annotations``)  stands in for

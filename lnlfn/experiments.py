@@ -4,7 +4,7 @@ validation split, score out-of-sample items, and measure detection and task accu
 A *model sweep* is a ``SweepResult`` over the validation and test items of a dataset (``ds.split != "train"``):
 
 * the smoke profile (``model`` a name in ``shared.text.encoders.MODELS``): small heads (``lnlfn.scoring``) on the
-  frozen sentence embeddings of the texts (the "linear-probe FM" stand-in for fine-tuning, spec §7.1);
+  frozen sentence embeddings of the texts (the "linear-probe FM" stand-in for fine-tuning);
 * the full profile (``model`` a Hugging Face model directory or name): fine-tuning runs
   (``lnlfn.finetune``), sequence classification, or token classification when the items are tweet tokens.
 
@@ -32,7 +32,7 @@ BASELINE_HEADS = (HeadConfig("logreg", C=1.0), HeadConfig("logreg", C=10.0))
 
 def with_validation(ds, fraction: float = 0.1, seed: int = 0):
     """``ds`` itself if it has a "val" split; otherwise a random ``fraction`` of its training rows becomes
-    "val" (IMDB and Amazon ship only train/test; the paper does not say how it validated, spec §9 item 10)."""
+    "val" (IMDB and Amazon ship only train/test; the paper does not say how it validated)."""
     split = np.asarray(ds.split).copy()
     if (split == "val").any():
         return ds

@@ -1,4 +1,4 @@
-"""The full profile's fine-tuning sweep: a pre-trained language model fine-tuned on noisy labels (spec §3.1, §3.4).
+"""The full profile's fine-tuning sweep: a pre-trained language model fine-tuned on noisy labels (Sec. 3, App. D).
 
 LNLFN fine-tunes a foundation model (DeBERTa-v3-base) on the noisy training split, 25 times with random
 hyperparameters (lr log-uniform in 1e-6..1e-3, 2..8 epochs, batch size 8..128), selects runs by their *noisy*
@@ -65,8 +65,8 @@ CACHE_KIND = "lnlfn-finetune"  # <cache>/lnlfn-finetune/<key>/: one run; .submit
 class FinetuneConfig:
     """One fine-tuning run of the sweep.
 
-    The paper sweeps only lr, epochs and batch size (§3.4) and states no optimizer, schedule, weight decay,
-    warm-up or maximum length (spec §9.10). The defaults follow the spec's instruction to assume Hugging Face
+    The paper sweeps only lr, epochs and batch size (App. D) and states no optimizer, schedule, weight decay,
+    warm-up or maximum length, so the defaults assume Hugging Face
     ``Trainer`` defaults: AdamW (weight decay 0, not applied to biases and norm weights when set), no warm-up
     (``warmup_ratio`` 0) and linear decay to 0, gradient clipping at 1.0.
 
@@ -124,7 +124,7 @@ _DEFAULTS = {f.name: f.default for f in fields(FinetuneConfig) if f.default is n
 def random_finetune_configs(n: int, *, seed: int = 0, lr_range: tuple[float, float] = (1e-6, 1e-3),
                             epochs: tuple[int, int] = (2, 8), batch_sizes: Sequence[int] = (8, 16, 64, 128),
                             **fixed) -> list[FinetuneConfig]:
-    """``n`` runs drawn like the paper's sweep (§3.4): lr log-uniform in ``lr_range``, integer epochs uniform
+    """``n`` runs drawn like the paper's sweep (App. D): lr log-uniform in ``lr_range``, integer epochs uniform
     in ``epochs`` (inclusive), batch size uniform over ``batch_sizes``; run i gets ``seed=i`` (``seed`` only
     drives the draws). ``fixed`` sets the other FinetuneConfig fields of every run (e.g. ``bf16=True``)."""
     bad = sorted(set(fixed) - set(_DEFAULTS))

@@ -11,7 +11,7 @@ release and on the offline VADER fixture (``vader_panel_release``):
 * ``cleanlab`` (``read_cleanlab_mturk``; cleanlab/label-errors ``mturk/<dataset>_mturk.json``): the *old*
   protocol's (Northcutt et al. 2021) votes on the same items, with CL's guessed label.
 
-Verdict rules (spec §3.3, ``shared.metrics.agreement``): 5 votes per item; "Non-Error" if >= 3 choose the
+Verdict rules (the paper's Sec. 5, ``shared.metrics.agreement``): 5 votes per item; "Non-Error" if >= 3 choose the
 original label; "Correctable" if >= 3 choose CL's *guessed* label (the only rule that reproduces Amazon's
 357/148/495; on binary IMDB the guessed label is the other label, so it is the paper's "same replacement
 label" rule); otherwise "Non-Agreement". A label error is anything but a Non-Error, so the precision of k

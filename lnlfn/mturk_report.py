@@ -359,7 +359,7 @@ def analogue_claims(a: VaderAnalogue, r: mturk.Reanalysis) -> list[Claim]:
               f"FME+CL {a.k_fmecl}, CL {a.k_cl}"),
     ]
     statement = ("Overlaying CL changes FME's hypothesized items little: Jaccard(FME top-k, FME+CL) >= 0.5 at "
-                 "FME+CL's count (paper 0.59-0.99; spec §7.4's check)")
+                 "FME+CL's count (paper 0.59-0.99; the 0.5 threshold is ours)")
     if np.isnan(r.jaccard9):
         claims.append(Claim(statement, None, "not run: FME+CL flagged no items, so there is no set to compare"))
     else:

@@ -1,6 +1,6 @@
 """Label-error scores from out-of-sample probabilities: FML, FME, Confident Learning and the CL overlays.
 
-LNLFN (spec §3.1) ranks items by the loss of their *given* (possibly noisy) label under a model that
+LNLFN (the paper's Sec. 3) ranks items by the loss of their *given* (possibly noisy) label under a model that
 never trained on them. The smoke profile replaces fine-tuning with small heads on frozen features
 (``shared.text.encoders``), so a "sweep run" here is one head configuration (``HeadConfig``), and its
 out-of-sample probabilities come from either
@@ -12,7 +12,7 @@ out-of-sample probabilities come from either
 
 ``run_sweep`` fits a list of heads one of these two ways and records each head's *validation* accuracy
 and loss against the given labels (on ``val`` items, all items by default). Heads are selected by
-validation task performance (accuracy, ties broken by lower loss; spec §3.5), or by loss (``by="loss"``).
+validation task performance (accuracy, as in the paper's Sec. 6; ties broken by lower loss), or by loss (``by="loss"``).
 Then:
 
 * **FML** = loss ranking of the best head (``fml``; ``rank=r`` for the r-th best, for the paper's "average
@@ -122,11 +122,11 @@ class HeadConfig:
 
 
 def smoke_heads() -> list[HeadConfig]:
-    """The smoke sweep (spec §7.2/§8, 5 heads): logistic regression with C in {0.3, 1, 3} and two MLP
+    """The smoke sweep (5 heads): logistic regression with C in {0.3, 1, 3} and two MLP
     heads (256 hidden units, lr 1e-3, 20 epochs, batch 64, Adam) that differ only in their seed.
 
     On VADER 3-class with 5 % uniform noise (train 5,000 / val 1,000 / test 1,520, 2 seeds) this gives
-    FME AUPR 0.560 and FML 0.537 against the spec's prototype anchors 0.560 and 0.524 (§7.3a)."""
+    FME AUPR 0.560 and FML 0.537 against 0.560 and 0.524 in an earlier prototype of the same setting."""
     return ([HeadConfig("logreg", C=c) for c in (0.3, 1.0, 3.0)]
             + [HeadConfig("mlp", hidden=256, lr=1e-3, epochs=20, batch_size=64, seed=s) for s in (0, 1)])
 
@@ -134,7 +134,7 @@ def smoke_heads() -> list[HeadConfig]:
 def random_heads(n: int, *, seed: int = 0, lr_range: tuple[float, float] = (1e-4, 1e-2),
                  epochs: tuple[int, int] = (2, 8), batch_sizes: Sequence[int] = (8, 16, 64, 128),
                  hidden: Sequence[int] = (64, 256), train_fractions: Sequence[float] = (1.0,)) -> list[HeadConfig]:
-    """``n`` MLP heads drawn like the paper's sweep (§3.4): lr log-uniform in ``lr_range``, integer epochs
+    """``n`` MLP heads drawn like the paper's sweep (App. D): lr log-uniform in ``lr_range``, integer epochs
     uniform in ``epochs`` (inclusive), batch size from ``batch_sizes``; plus hidden width and training share.
 
     The paper's lr range (1e-6 to 1e-3) is for fine-tuning a whole transformer; a freshly initialised head
@@ -147,7 +147,7 @@ def random_heads(n: int, *, seed: int = 0, lr_range: tuple[float, float] = (1e-4
 
 def draw_sweep(n: int, rng: np.random.Generator, lr_range: tuple[float, float], epochs: tuple[int, int],
                batch_sizes: Sequence[int]):
-    """Yield ``n`` draws of the paper's sweep (§3.4): ``{"lr", "epochs", "batch_size"}`` with lr log-uniform in
+    """Yield ``n`` draws of the paper's sweep (App. D): ``{"lr", "epochs", "batch_size"}`` with lr log-uniform in
     ``lr_range``, integer epochs uniform in ``epochs`` (inclusive), batch size uniform over ``batch_sizes``.
 
     A generator, so a caller can draw its own extra fields from ``rng`` between runs (``random_heads``)."""
@@ -436,7 +436,7 @@ def holdout_probs(X_train, y_train, X_eval, config: HeadConfig, *, n_classes: in
                   cache: ArtifactCache | None | bool = None) -> np.ndarray:
     """Probabilities (n_eval, K) of ``X_eval`` from one head trained on the whole of (X_train, y_train).
 
-    The paper's protocol (§3.1): train on the noisy train split, score the validation/test split.
+    The paper's protocol (Sec. 3): train on the noisy train split, score the validation/test split.
     """
     X_train, X_eval = _features(X_train, "X_train"), _features(X_eval, "X_eval")
     if X_train.shape[1] != X_eval.shape[1]:

@@ -11,7 +11,7 @@ DataLoader workers, since intra-op threads on such small tensors only add overhe
   random resized crop (scale 0.2-1) + flip + RandAugment (3 ops drawn with replacement from 14, uniform
   magnitudes, then a Cutout of side U(0, 0.5) x size filled with (125, 123, 114)); ``distill`` random resized
   crop + flip + a 16 px Cutout zeroed before normalisation.
-* Digits recipe (8x8 grey, Plench spec §7.1; flips would change a digit's identity): ``weak`` random crop with
+* Digits recipe (8x8 grey, the offline stand-in; flips would change a digit's identity): ``weak`` random crop with
   1 px padding; ``strong`` random affine (±15°, ±1 px) + Gaussian noise (σ = 0.1) + 3x3 Cutout;
   ``distill`` random crop + 3x3 Cutout.
 * Tabular: every view is ``x`` itself (as PLENCH's tabular items).

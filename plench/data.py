@@ -132,7 +132,7 @@ def _load_pldigits(version: str, data_dir, modality: str) -> PLLDataset:
     X, y = _digits()
     sets = crowd_candidates(X, y, 10, n_annotators=10, seed=0)
     S = aggregate_union(sets) if version == "Aggregate" else aggregate_vaguest(sets)
-    meta = {"generator": "10 simulated annotators (Plench spec 7.1), seed 0", "annotator_sets": sets}
+    meta = {"generator": "10 simulated annotators (the offline stand-in for PLCIFAR10's), seed 0", "annotator_sets": sets}
     return _digits_dataset(f"PLDigits-{version}", S, y, X, modality, 60_000, meta)
 
 

@@ -153,7 +153,7 @@ def results_table(records: pd.DataFrame, nan_policy: str = "neg_inf", how: str =
 
 
 def criterion_summary(table: pd.DataFrame) -> dict:
-    """How close CR, AA and OA come to OA & ES over the algorithms of one table (the spec's "derived anchors").
+    """How close CR, AA and OA come to OA & ES over the algorithms of one table (anchors derived from paper tables).
 
     ``table`` has one row per (algorithm, criterion) with the accuracy in ``value`` (a paper table or ours).
     Returns the mean gaps OA&ES - CR / AA / OA (points), Spearman's rho of CR and AA with OA&ES across

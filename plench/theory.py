@@ -1,4 +1,4 @@
-"""Monte-Carlo checks of the paper's model-selection theory (Section 3; spec §3.3, §7.4 items 3-4).
+"""Monte-Carlo checks of the paper's model-selection theory (Section 3: Proposition 1, Theorems 1 and 2).
 
 A synthetic problem with a known class posterior: ``x`` is a posterior vector ``p(y|x)`` (n, q) drawn from a
 Dirichlet around a random class, ``y ~ p(y|x)``, and candidate sets ``S`` come from USS or FPS. A classifier

@@ -1,4 +1,4 @@
-"""The 15 MNIST-style corruptions with CILN's own severity tables (``mnist_funcs``; spec §3.3, §9.9).
+"""The 15 MNIST-style corruptions with CILN's own severity tables (``mnist_funcs``).
 
 These differ from MNIST-C, which defines one severity per corruption; CILN's five-level constants are
 used as the official code has them (rotation in degrees, scale per axis, dotted line and zigzag as its

@@ -2,7 +2,7 @@
 
 All randomness comes from the per-item ``numpy.random.Generator`` passed in; nothing touches global state.
 ImageMagick's motion blur (used by the official code through Wand) is re-implemented with numpy as a
-one-sided Gaussian line kernel, so pixels differ slightly from the authors' release (spec §9.10).
+one-sided Gaussian line kernel, so pixels differ slightly from the authors' release.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Jenga-style tabular corruptions on Adult's 13 features (CILN's ``adult_funcs``; spec §3.3).
+"""Jenga-style tabular corruptions on Adult's 13 features (CILN's ``adult_funcs``; paper Sec. III-B).
 
 Severity sets the fraction of affected rows, r = {1: 0.05, 3: 0.25, 5: 0.50} (only levels 1, 3, 5 are
 defined). Each row draws from its own Generator:

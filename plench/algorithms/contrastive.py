@@ -1,4 +1,4 @@
-"""PiCO, ALIM and PiCO+: the MoCo/prototype family of Plench (spec §3.7), and the contrastive pieces DIRK reuses.
+"""PiCO, ALIM and PiCO+: the MoCo/prototype family of Plench, and the contrastive pieces DIRK reuses.
 
 Shared pieces: ``ProjectedEncoder`` (featurizer -> logits + L2-normalised projection), ``MoCoPair`` (a query
 encoder and its EMA key copy), ``FeatureQueue`` (ring buffer of key features with pseudo-labels),

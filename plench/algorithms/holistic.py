@@ -1,4 +1,4 @@
-"""ABLE, CRDPLL, DIRK and VALEN (holistic PLL) and FREDIS (noisy PLL), as the official code computes them (spec §3.7).
+"""ABLE, CRDPLL, DIRK and VALEN (holistic PLL) and FREDIS (noisy PLL), as PLENCH's ``core/algorithms.py`` computes them.
 
 ABLE, CRDPLL and DIRK need image augmentations (``tabular = False``); VALEN and FREDIS read only the weak view,
 which for tabular data is the raw ``x`` (the paper runs VALEN on tabular data only and FREDIS on images only).

@@ -1,13 +1,13 @@
 """The 8 vanilla deep complementary-label-learning (CLL) algorithms, applied to PLL through complementary labels.
 
-PC, Forward, NN, GA, SCL-EXP, SCL-NL, L-W and OP-W, as the official PLENCH code computes them (spec §3.7).
+PC, Forward, NN, GA, SCL-EXP, SCL-NL, L-W and OP-W, as the official PLENCH code (``core/algorithms.py``) computes them.
 Every non-candidate ``ȳ ∉ S_i`` of a batch row becomes one complementary-labelled pair ``(x_i, ȳ)``, as the
 official ``torch.where(partial_y == 0)`` does: a row with ``|S_i| = k`` gives ``q - k`` pairs, a row with
 ``S_i = Y`` none. The network sees each row once (weak view) and the pairs index its logits, so every loss is a
 function of the pairs' logits (P, q) and complementary labels (P,) and can be checked on hand-made values.
 
 A batch without any pair (every row has ``S = Y``) is skipped: loss 0, no forward pass, no optimizer step. The
-official code would average over zero pairs and step on NaN (spec §9, item 27).
+official code would average over zero pairs and step on NaN.
 
 The official CLL code follows the published methods, so ``compat`` changes nothing here. One official crash is
 avoided rather than reproduced: NN and GA's prior ``np.bincount`` has no ``minlength``, so it is shorter than q

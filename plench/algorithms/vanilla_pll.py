@@ -1,4 +1,4 @@
-"""The 11 vanilla deep PLL algorithms of Plench (Table 6), as the official code computes them (spec §3.7).
+"""The 11 vanilla deep PLL algorithms of Plench (Table 6), as PLENCH's ``core/algorithms.py`` computes them.
 
 Identification-based: PRODEN, CAVL, POP, ABS-MAE, ABS-GCE. Data-generation-based: CC, EXP, MCL-GCE, MCL-MSE,
 LWS, IDGP. Every one trains on the weak view (the raw ``x`` for tabular data) with Adam.

@@ -1,4 +1,4 @@
-"""Agreement among crowd workers, and the MTurk verdict rules of LNLFN (spec section 3.3, paper section 5).
+"""Agreement among crowd workers, and the MTurk verdict rules of LNLFN (paper section 5).
 
 **Fleiss' kappa** (Fleiss, 1971) from a count matrix ``counts`` (n_items, n_categories), where
 ``counts[i, j]`` is how many of the n raters put item i in category j (every row sums to the same n):

@@ -1,6 +1,6 @@
 """Metrics of label-error detection: ranked lists of items scored by how likely each is a label error.
 
-Conventions (LNLFN spec, section 3.3):
+Conventions (LNLFN's metrics, App. E.1):
 
 - ``scores`` is a float array (n,); **higher = more likely an error** (e.g. the per-item loss
   ``-log p(y_given | x)``). Items are inspected in descending score.
@@ -154,7 +154,7 @@ def pr_curve(scores, is_error, *, n_errors: int | None = None, truncate_at: int 
             synthetic noise). Pass an estimate (IMDB/Amazon: ``round(0.05 * 25_000) = 1250``) when the
             errors are not all known; it must be at least the errors among the evaluated items.
         truncate_at: stop after this many items (1..n). Labels of later items are ignored.
-        ties: "stable" = one point per item, ties in input order (the spec's formula);
+        ties: "stable" = one point per item, ties in input order (the per-item sum above);
             "group" = one point per distinct score (scikit-learn's convention; order-invariant).
             With "group", ``truncate_at`` must fall on a boundary between distinct scores.
     """
@@ -310,7 +310,7 @@ def wasserstein(losses_a, losses_b) -> float:
     """1-D Wasserstein-1 (earth mover's) distance between two samples of per-item losses (Table 5).
 
     W1 = integral |F_a(x) - F_b(x)| dx between the empirical CDFs; equal weights per item, sizes may differ.
-    This is ``scipy.stats.wasserstein_distance(losses_a, losses_b)``, which the spec names.
+    This is ``scipy.stats.wasserstein_distance(losses_a, losses_b)``.
 
     Args:
         losses_a: float (n_a,), e.g. the losses of noised items.

@@ -10,7 +10,7 @@ Labels ``y`` are int class indices (n,) in ``0..q-1``. Every generator takes ``s
   reference sampler instead (|S| = k with probability C(q, k)/(2^q - 2), then k - 1 random false labels).
 * ``fps_candidates`` — flipping probability strategy (Plench Eq. 2): each j != y joins S independently with
   probability p, or ``P[y, j]`` for a (q, q) inclusion matrix, whose diagonal may be below 1 (noisy PLL).
-* ``crowd_candidates`` — the simulated annotators of the PLDigits stand-in for PLCIFAR10 (Plench spec §7.1):
+* ``crowd_candidates`` — the simulated annotators of the PLDigits stand-in for PLCIFAR10:
   instance-dependent confusions from an out-of-fold kNN on a 2-D PCA; ``aggregate_union`` and
   ``aggregate_vaguest`` build the Aggregate and Vaguest versions.
 """
@@ -165,7 +165,7 @@ def simulate_annotators(P, y, n_annotators: int = 10, seed=0, *, carefulness=(0.
 def crowd_candidates(X, y, q: int, n_annotators: int = 10, seed=0, **annotator_options) -> np.ndarray:
     """The PLDigits crowd: ``simulate_annotators(perception_probabilities(X, y, q), y, ...)``, (n, A, q) uint8.
 
-    With ``seed=0`` (fixed once, like a real dataset) and the defaults this is the spec's generator.
+    With ``seed=0`` (fixed once, like a real dataset) and the defaults this is the PLDigits datasets' generator.
     """
     return simulate_annotators(perception_probabilities(X, y, q), y, n_annotators, seed, **annotator_options)
 
