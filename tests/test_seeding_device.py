@@ -35,6 +35,22 @@ def test_seed_everything_reproduces_python_numpy_and_torch():
     assert draw() != first
 
 
+def test_seed_everything_turns_deterministic_algorithms_on_without_loading_inductor():
+    import subprocess
+    import sys
+
+    code = ("import sys, torch; from shared.seeding import seed_everything; seed_everything(0); "
+            "print(torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(), "
+            "'torch._inductor' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True", "False"]
+    import torch._inductor.config as inductor_config  # loaded (here, by the test): its flag is set as well
+
+    inductor_config.deterministic = False
+    seed_everything(0)
+    assert inductor_config.deterministic is True
+
+
 def test_device_selection():
     assert select_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     assert select_device("cpu").type == "cpu"
