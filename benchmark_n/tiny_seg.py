@@ -15,7 +15,7 @@ probability over it and scored by that mean probability times its mean object pr
 this model learns COCO-shapes in seconds, and its instances are COCO detections evaluated with the same COCOeval
 as the paper's models.
 
-    result = fit_predict(train, val, {"epochs": 10, "lr": 1e-3}, seed=0)
+    result = fit_predict(train, val, {"epochs": 8, "lr": 1e-3}, seed=0)
     result["detections"]        # COCO results on val: image_id, category_id, score, segmentation (RLE), bbox
     result["history"]           # one row per epoch: epoch, loss
     result["instance_losses"]   # with log_losses: per training annotation and logged epoch, class and mask loss
@@ -43,8 +43,8 @@ from shared.progress import progress
 from shared.seeding import seed_everything
 from shared.training import train_epoch
 
-#: hyperparameters of ``fit_predict`` (the smoke profile's: 10 epochs of Adam, lr 3e-3, batch 8, width 8)
-DEFAULTS = {"epochs": 10, "lr": 3e-3, "batch_size": 8, "width": 8, "loss": "ce", "sce_alpha": 0.1,
+#: hyperparameters of ``fit_predict`` (the smoke profile's: 8 epochs of Adam, lr 3e-3, batch 8, width 8)
+DEFAULTS = {"epochs": 8, "lr": 3e-3, "batch_size": 8, "width": 8, "loss": "ce", "sce_alpha": 0.1,
             "sce_beta": 1.0, "min_area": 16, "loss_epochs": []}
 LOSSES = {"ce": "pixel cross-entropy", "sce": "Symmetric Cross-Entropy, alpha CE + beta RCE (Wang et al. 2019)"}
 RCE_LOG_ZERO = -4.0  # A: log 0 clamped, as in the SCE paper
@@ -220,17 +220,15 @@ def check_hparams(hp: dict) -> dict:
     return hp
 
 
-def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_losses: bool = False) -> dict:
+def fit(train, hp: dict, seed: int = 0, device: str = "cpu", log_losses: bool = False) -> dict:
     """Train a ``TinyUNet`` on ``train``'s annotations (Adam, shuffled batches, ``hp["epochs"]`` epochs, the loss
-    the mask head's cross-entropy plus the class head's loss on object pixels; seeded by ``seed``) and return its
-    detections on ``val``'s images, the per-epoch history and, with ``log_losses``, the ``instance_losses`` after
-    each epoch of ``hp["loss_epochs"]`` (1-based; all epochs when empty)."""
+    the mask head's cross-entropy plus the class head's loss on object pixels; seeded by ``seed``): ``{"model",
+    "category_ids", "hparams", "device", "history"}`` (one row per epoch) and, with ``log_losses``,
+    ``"instance_losses"`` after each epoch of ``hp["loss_epochs"]`` (1-based; all epochs when empty)."""
     hp = check_hparams(hp)
     device = select_device(device)
     seed_everything(seed)
     structure, classes, category_ids = targets(train.dataset)
-    if [c["id"] for c in val.dataset["categories"]] != category_ids:
-        raise DataFormatError("train and val have different categories; the model predicts train's")
     x, y = _images(train), torch.from_numpy(np.stack([structure, classes], axis=1))  # (n, 2, H, W)
     model = TinyUNet(3 + len(category_ids), hp["width"]).to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=hp["lr"])
@@ -243,12 +241,31 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_lo
         history.append({"epoch": epoch, "loss": loss})
         if log_losses and epoch in logged:
             losses += instance_losses(*_probabilities(model, x, device), train.dataset, category_ids, epoch)
-    structure_p, classes_p = _probabilities(model, _images(val), device)
+    return {"model": model, "category_ids": category_ids, "hparams": hp, "device": device, "history": history,
+            "instance_losses": losses}
+
+
+def predict(fitted: dict, data) -> list[dict]:
+    """A ``fit`` result's detections (COCO results) on ``data``'s images; DataFormatError when ``data`` has other
+    categories than the model was trained on."""
+    if [c["id"] for c in data.dataset["categories"]] != fitted["category_ids"]:
+        raise DataFormatError("train and val have different categories; the model predicts train's")
+    structure_p, classes_p = _probabilities(fitted["model"], _images(data), fitted["device"])
     dets = []
-    for i, image in enumerate(val.dataset["images"]):
-        dets += detections(structure_p[i], classes_p[i], image["id"], category_ids, hp["min_area"])
-    return {"detections": dets, "history": history, "instance_losses": losses}
+    for i, image in enumerate(data.dataset["images"]):
+        dets += detections(structure_p[i], classes_p[i], image["id"], fitted["category_ids"],
+                           fitted["hparams"]["min_area"])
+    return dets
+
+
+def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_losses: bool = False) -> dict:
+    """``fit`` on ``train``, then ``predict`` on ``val``: ``{"detections", "history", "instance_losses"}``."""
+    if [c["id"] for c in val.dataset["categories"]] != [c["id"] for c in train.dataset["categories"]]:
+        raise DataFormatError("train and val have different categories; the model predicts train's")
+    fitted = fit(train, hp, seed, device, log_losses)
+    return {"detections": predict(fitted, val), "history": fitted["history"],
+            "instance_losses": fitted["instance_losses"]}
 
 
 __all__ = ["DEFAULTS", "LOSSES", "BACKGROUND", "INTERIOR", "BORDER", "TinyUNet", "pixel_loss", "targets", "components",
-           "detections", "instance_losses", "check_hparams", "fit_predict"]
+           "detections", "instance_losses", "check_hparams", "fit", "predict", "fit_predict"]

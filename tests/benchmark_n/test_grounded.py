@@ -205,6 +205,28 @@ def test_stand_in_text_labels_find_objects_but_are_noisier_than_box_labels(shape
     assert m["detector_counts"]["detections"] == m["detections_in"] == len(dets)
 
 
+def test_the_stand_in_detector_is_trained_once_for_val_and_train_images(shapes6, one_thread, monkeypatch):
+    from benchmark_n import grounded, tiny_seg
+
+    monkeypatch.setattr(grounded, "_STAND_INS", type(grounded._STAND_INS)())
+    other = generate_shapes(8, 1000, **preset("model", height=96, width=96))
+    train = Annotations("shapes", "other", other.dataset, other.images)
+    fits, fit = [], tiny_seg.fit
+    monkeypatch.setattr(tiny_seg, "fit", lambda *a, **k: fits.append(1) or fit(*a, **k))
+    first = stand_in_detections(shapes6, train, {"epochs": 2}, seed=0)
+    kept = {im["id"] for im in shapes6.dataset["images"][:3]}
+    half = Annotations("shapes", "half", {**shapes6.dataset, "images": shapes6.dataset["images"][:3], "annotations": [
+        a for a in shapes6.dataset["annotations"] if a["image_id"] in kept]}, shapes6.images[:3])
+    again = stand_in_detections(half, train, {"epochs": 2}, seed=0)
+    assert len(fits) == 1  # one detector for both image sets
+    val = Annotations("shapes", "val", shapes6.dataset, shapes6.images)
+    direct = tiny_seg.fit_predict(train, val, {"epochs": 2}, seed=0)["detections"]  # trains (a second fit)
+    assert list(first) == [{k: d[k] for k in ("image_id", "category_id", "bbox", "score")} for d in direct]
+    assert list(again) == [d for d in first if d["image_id"] in {im["id"] for im in half.dataset["images"]}]
+    stand_in_detections(shapes6, train, {"epochs": 2}, seed=1)
+    assert len(fits) == 3  # another seed: another detector
+
+
 # ------------------------------------------------------------------------------------------------ Grounding-DINO
 @pytest.fixture(scope="module")
 def tiny_grounding_dino(tmp_path_factory):
