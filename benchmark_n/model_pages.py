@@ -42,7 +42,7 @@ class ModelPage(Page):
         cfg = self.cfg
         self.shrunk = any(k in (settings or {}) for k in self.SHRINKING)
         self.recipe = DataRecipe.from_settings(cfg, data_dir)
-        self.training = Training(cfg.backend, dict(cfg.get("hparams") or {}), device, bool(cfg.get("log_losses")),
+        self.training = Training(cfg.backend, dict(cfg.get("hparams") or {}), device,
                                  float(cfg.get("dilation_ratio", 0.02)))
 
     def noise(self, tier: str) -> TrainNoise:
@@ -52,13 +52,19 @@ class ModelPage(Page):
             return TrainNoise()
         return TrainNoise("engine", self.cfg.engine, tier, options=dict(self.cfg.get("engine_options") or {}))
 
+    def spec(self, noise: TrainNoise, seed: int, loss: str = "ce") -> RunSpec:
+        """A run of this page. With the ``log_losses`` setting, a run on an engine tier keeps its per-instance losses
+        (Figs. 8 and 13 show them); clean, ablation, class-noise and weak-label runs do not need them and skip the
+        passes over the training set that logging takes. Pages share runs, so the flag is part of a run's key."""
+        return RunSpec(noise, seed, loss, log_losses=bool(self.cfg.get("log_losses")) and noise.kind == "engine")
+
     def specs(self) -> list[RunSpec]:
         raise NotImplementedError
 
     def _clean(self) -> list[RunSpec]:
         """The clean runs, every table's baseline. Pages other than 03 list them last: when notebooks run side by
         side, a page then trains its own runs while 03 trains the clean ones, instead of waiting for them."""
-        return [RunSpec(TrainNoise(), seed) for seed in self.cfg.seeds]
+        return [self.spec(TrainNoise(), seed) for seed in self.cfg.seeds]
 
     def run(self) -> pd.DataFrame:
         """Train the runs not cached yet; the table of runs (setting, seed, mask / Boundary / box AP %)."""
@@ -95,7 +101,8 @@ class TrainEval(ModelPage):
     notebook = "03_train_eval"
 
     def specs(self) -> list[RunSpec]:
-        noisy = [RunSpec(self.noise(tier), seed) for tier in self.cfg.tiers if tier != "clean" for seed in self.cfg.seeds]
+        noisy = [self.spec(self.noise(tier), seed) for tier in self.cfg.tiers if tier != "clean"
+                 for seed in self.cfg.seeds]
         return (self._clean() if "clean" in self.cfg.tiers else []) + noisy
 
     def tier_table(self) -> pd.DataFrame:
@@ -133,7 +140,7 @@ class NoiseAblation(ModelPage):
     notebook = "04_noise_ablation"
 
     def specs(self) -> list[RunSpec]:
-        return [RunSpec(TrainNoise("ablation", op, level), seed) for op in self.cfg.ablations
+        return [self.spec(TrainNoise("ablation", op, level), seed) for op in self.cfg.ablations
                 for level in self.cfg.levels for seed in self.cfg.seeds] + self._clean()
 
     def ablation_table(self) -> pd.DataFrame:
@@ -169,10 +176,10 @@ class ClassNoise(ModelPage):
     notebook = "05_class_noise"
 
     def specs(self) -> list[RunSpec]:
-        class_runs = [RunSpec(TrainNoise("class_noise", kind, rate=float(rate)), seed)
+        class_runs = [self.spec(TrainNoise("class_noise", kind, rate=float(rate)), seed)
                       for kind, rate in self.cfg.class_noise for seed in self.cfg.seeds]
         legacy = (self.noise if self.cfg.engine == "legacy_v0" else partial(TrainNoise, "engine", "legacy_v0"))
-        combined = [RunSpec(legacy(tier), seed)
+        combined = [self.spec(legacy(tier), seed)
                     for tier in self.cfg.combined_tiers for seed in self.cfg.seeds]
         return class_runs + combined + self._clean()
 
@@ -205,7 +212,7 @@ class NoisyLosses(ModelPage):
 
     def specs(self) -> list[RunSpec]:
         tiers = self.cfg.loss_tiers
-        runs = [RunSpec(self.noise(t), seed, loss) for t in tiers for loss in ("ce", "sce") for seed in self.cfg.seeds]
+        runs = [self.spec(self.noise(t), seed, loss) for t in tiers for loss in ("ce", "sce") for seed in self.cfg.seeds]
         return runs + self._clean()  # clean CE: what the noise costs, against what SCE gives back
 
     def table13(self) -> pd.DataFrame:
@@ -214,7 +221,7 @@ class NoisyLosses(ModelPage):
     @cached_property
     def losses(self) -> pd.DataFrame:
         """The per-instance losses of the CE run at ``loss_run_tier``, first seed (Figs. 8 and 13)."""
-        spec = RunSpec(self.noise(self.cfg.loss_run_tier), self.cfg.seeds[0])
+        spec = self.spec(self.noise(self.cfg.loss_run_tier), self.cfg.seeds[0])
         run = next((r for r in self.runs if r.spec == spec), None)
         if run is None or not run.instance_losses:
             raise ConfigError(f"Figs. 8 and 13 need the per-instance losses of the CE run at loss_run_tier "
@@ -254,7 +261,7 @@ class Confidence(TrainEval):
         _, val = load_pair(self.recipe)
         ids = [im["id"] for im in val.dataset["images"][: self.cfg.example_images]]
         seed, tiers = self.cfg.seeds[0], list(dict.fromkeys([self.cfg.tiers[0], self.cfg.tiers[-1]]))
-        chosen = {tier: RunSpec(self.noise(tier), seed) for tier in tiers}
+        chosen = {tier: self.spec(self.noise(tier), seed) for tier in tiers}
         by_spec = {r.spec: r for r in self.runs}
         rows = {f"trained on {k}": [[d for d in by_spec[s].detections if d["image_id"] == i] for i in ids]
                 for k, s in chosen.items()}
@@ -339,9 +346,9 @@ class WeakAnnotations(ModelPage):
                                                                   "device")}
 
     def specs(self) -> list[RunSpec]:
-        weak = [RunSpec(TrainNoise("weak", tier=tier, options=self.annotator), seed) for tier in self.cfg.wan_tiers
+        weak = [self.spec(TrainNoise("weak", tier=tier, options=self.annotator), seed) for tier in self.cfg.wan_tiers
                 for seed in self.cfg.seeds]
-        text = [RunSpec(self.text_noise(), seed) for seed in self.cfg.seeds] if self.cfg.get("text") else []
+        text = [self.spec(self.text_noise(), seed) for seed in self.cfg.seeds] if self.cfg.get("text") else []
         return weak + text + self._clean()
 
     @property

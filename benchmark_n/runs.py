@@ -138,17 +138,16 @@ class RunSpec:
     noise: TrainNoise
     seed: int = 0
     loss: str = "ce"  # the classification loss: "ce", or "sce" (Table 13)
+    log_losses: bool = False  # keep the per-instance training losses (Figs. 8 and 13); only the runs shown need them
 
 
 @dataclass(frozen=True)
 class Training:
-    """A backend and its hyperparameters (checked by the backend's ``check_hparams``); ``log_losses``: keep the
-    per-instance training losses (Figs. 8 and 13)."""
+    """A backend and its hyperparameters (checked by the backend's ``check_hparams``)."""
 
     backend: str = "tiny"
     hparams: dict = field(default_factory=dict)
     device: str = "cpu"  # not in the key: a run is the same run on any device (up to CUDA's non-determinism)
-    log_losses: bool = False
     dilation_ratio: float = 0.02  # Boundary AP's band (Cheng et al.'s default)
 
     def __post_init__(self):
@@ -162,7 +161,7 @@ class Training:
 
     def key(self) -> dict:
         return {"backend": self.backend, "hparams": self.module().check_hparams(dict(self.hparams)),
-                "log_losses": self.log_losses, "dilation_ratio": self.dilation_ratio}
+                "dilation_ratio": self.dilation_ratio}
 
 
 @dataclass(frozen=True)
@@ -245,7 +244,7 @@ def train_run(recipe: DataRecipe, spec: RunSpec, training: Training) -> dict:
     noisy = replace(train, dataset=spec.noise.draw(train, spec.seed, recipe))
     hparams = {**training.hparams, **({"loss": spec.loss} if spec.loss != "ce" else {})}
     result = training.module().fit_predict(noisy, val, hparams, seed=spec.seed, device=training.device,
-                                           log_losses=training.log_losses)
+                                           log_losses=spec.log_losses)
     scores = evaluate(val.dataset, result["detections"], training.dilation_ratio, recipe.dataset in FEDERATED)
     return {"scores": scores, "history": result["history"],
             "detections": result["detections"], "instance_losses": result.get("instance_losses", []),

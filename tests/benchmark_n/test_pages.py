@@ -199,3 +199,21 @@ def test_the_text_prompt_setting_is_checked_before_anything_trains(tmp_path):
                         out_dir=tmp_path).text_quality()
     with pytest.raises(ConfigError, match="grounding_dino, stand_in"):
         WeakAnnotations("smoke", settings={"text": {"detector": "owl_vit"}}, out_dir=tmp_path).text_quality()
+
+
+def test_pages_share_their_runs_and_only_engine_runs_log_losses(tmp_path):
+    from benchmark_n.model_pages import (ClassNoise, Confidence, NoiseAblation, NoisyLosses, TrainEval,
+                                         WeakAnnotations)
+
+    specs = {cls.__name__: cls("smoke", out_dir=tmp_path / cls.__name__).specs()
+             for cls in (TrainEval, NoiseAblation, ClassNoise, NoisyLosses, Confidence, WeakAnnotations)}
+    every = [s for page in specs.values() for s in page]
+    assert all(s.log_losses == (s.noise.kind == "engine") for s in every)
+    assert {s.noise.kind for s in every if not s.log_losses} == {"clean", "ablation", "class_noise", "weak", "text"}
+    trained_by_03 = set(specs["TrainEval"])
+    assert set(specs["Confidence"]) == trained_by_03  # 07 reads 03's runs
+    for page in ("NoiseAblation", "ClassNoise", "NoisyLosses", "WeakAnnotations"):
+        clean = {s for s in specs[page] if s.noise.kind == "clean"}
+        assert clean and clean <= trained_by_03, page  # one clean model for every page
+    shared_engine = {s for s in specs["ClassNoise"] + specs["NoisyLosses"] if s.noise.kind == "engine" and s.loss == "ce"}
+    assert shared_engine and shared_engine <= trained_by_03  # "40 % + Hard" and 06's CE run are 03's high runs
