@@ -174,22 +174,25 @@ def check_image_files(root, dataset: str, split: str, coco: dict, *, source: str
             f"the first: {missing[0]}\n{spec.get_images.format(root=Path(root))}")
 
 
-def image_folder(root, dataset: str, split: str) -> Path:
-    """The folder of ``split``'s images under ``root`` (COCO 2017's ``train2017/``; for LVIS, whose ``coco_url`` names
-    COCO's folders, ``<split>2017/``); DataNotFoundError naming it and how to get the images when it is missing."""
+def image_folders(root, dataset: str, split: str) -> list[Path]:
+    """The folders ``split``'s images lie in under ``root`` (COCO 2017's ``train2017/``; for LVIS, whose ``coco_url``
+    names COCO's folders, both ``train2017/`` and ``val2017/``: each LVIS split takes images from both);
+    DataNotFoundError naming the first missing one and how to get the images."""
     spec = _check_split(dataset, split)
-    folder = Path(root) / (f"{split}2017" if spec.image_key == "coco_url" else spec.images[split])
-    if not folder.is_dir():
-        raise DataNotFoundError(f"the {spec.title} {split} images are not here: {folder} is not a folder\n"
-                                f"{spec.get_images.format(root=Path(root))}")
-    return folder
+    folders = ([Path(root) / "train2017", Path(root) / "val2017"] if spec.image_key == "coco_url"
+               else [Path(root) / spec.images[split]])
+    for folder in folders:
+        if not folder.is_dir():
+            raise DataNotFoundError(f"the {spec.title} {split} images are not here: {folder} is not a folder\n"
+                                    f"{spec.get_images.format(root=Path(root))}")
+    return folders
 
 
 def locate_split(root, dataset: str, split: str) -> Path:
-    """``annotation_path`` once ``image_folder`` is there too (the image files themselves are checked when a model
+    """``annotation_path`` once ``image_folders`` are there too (the image files themselves are checked when a model
     loads them, ``sources.Annotations.image``)."""
     path = annotation_path(root, dataset, split)
-    image_folder(root, dataset, split)
+    image_folders(root, dataset, split)
     return path
 
 
@@ -292,5 +295,5 @@ def write_coco2017(root, train, val) -> Path:
     return write_layout(root, "coco2017", {"train": train, "val": val})
 
 
-__all__ = ["Layout", "LAYOUTS", "layout", "annotation_path", "image_path", "check_image_files", "image_folder",
+__all__ = ["Layout", "LAYOUTS", "layout", "annotation_path", "image_path", "check_image_files", "image_folders",
            "locate_split", "load_split", "write_layout", "write_coco2017", "JPEG_QUALITY"]

@@ -390,8 +390,9 @@ def locate_grounding_dino(model_dir: str | os.PathLike | None = None) -> Path:
     try:
         from transformers import GroundingDinoForObjectDetection  # noqa: F401 (only its presence is checked)
     except ImportError as error:
-        raise DataNotFoundError(f"Grounding-DINO needs torch and transformers with GroundingDinoForObjectDetection "
-                                f"(pip install 'transformers>=4.40'): {error}") from None
+        raise DataNotFoundError(f"Grounding-DINO needs torch and transformers 4.51 or newer (its post-processing "
+                                f"takes threshold= and returns text_labels): pip install 'transformers>=4.51' "
+                                f"({error})") from None
     if not (path / "config.json").is_file():
         raise DataNotFoundError(
             f"no Grounding-DINO model at {path} (a folder with config.json, the weights and the processor "

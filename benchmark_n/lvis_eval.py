@@ -35,7 +35,7 @@ from benchmark_n.metrics import (AP_KEYS, IOU_TYPES, _BoundaryCOCOeval, _detecti
 from shared.errors import ConfigError, DataFormatError, unknown_choice
 
 LVIS_MAX_DETS = 300
-FREQUENCIES = ("r", "c", "f")  # rare (< 10 training images), common (10-99), frequent (>= 100)
+FREQUENCIES = ("r", "c", "f")  # rare (1-10 training images), common (11-100), frequent (> 100)
 LVIS_KEYS = (*AP_KEYS, "AP_r", "AP_c", "AP_f")
 
 
@@ -60,7 +60,11 @@ def federated_detections(gt: dict, detections: list[dict], max_dets: int = LVIS_
         present.setdefault(ann["image_id"], set()).add(ann["category_id"])
     verified = {im["id"]: present.get(im["id"], set()) | set(im["neg_category_ids"]) for im in gt["images"]}
     per_image = {}
-    for det in detections:
+    for k, det in enumerate(detections):
+        missing = [key for key in ("image_id", "category_id", "score") if key not in det]
+        if missing:
+            raise DataFormatError(f"detection {k} has no {', '.join(missing)}; a detection needs image_id, "
+                                  "category_id and score")
         per_image.setdefault(det["image_id"], []).append(det)
     kept = []
     for dets in per_image.values():
@@ -101,8 +105,8 @@ def lvis_ap(gt: dict, detections: list[dict], iou_type: str = "segm", *, boundar
         raise ConfigError(f"max_dets must be at least 1 (LVIS uses {LVIS_MAX_DETS}), got {max_dets}")
     gt_dataset = _ground_truth(gt)
     check_lvis(gt)
-    kept = federated_detections(gt_dataset, detections, max_dets)
-    dt_dataset = _detection_dataset(gt_dataset, kept, "segm" if boundary else iou_type)
+    dt_dataset = _detection_dataset(gt_dataset, detections, "segm" if boundary else iou_type)  # checked first
+    dt_dataset["annotations"] = federated_detections(gt_dataset, dt_dataset["annotations"], max_dets)
     with contextlib.redirect_stdout(io.StringIO()):
         if boundary:
             evaluator = _FederatedBoundaryCOCOeval(_pycoco(gt_dataset), _pycoco(dt_dataset), dilation_ratio)

@@ -231,29 +231,33 @@ def boundary_iou(a: np.ndarray, b: np.ndarray, dilation_ratio: float = 0.02) -> 
     return 1.0 if union == 0 else np.count_nonzero(ba & bb) / union
 
 
-#: boundary bands already computed, by mask content: every evaluation against the same clean annotations (each tier,
-#: seed and operation of an annotation-quality table; every run of a model page) reuses their bands
-_BANDS: OrderedDict = OrderedDict()
-BAND_CACHE_SIZE = 100_000
+#: boundary bands already computed, by mask content, in two least-recently-used caches: the ground truths' (every
+#: evaluation against the same clean annotations reuses them: each tier, seed and operation of an annotation-quality
+#: table, every run of a model page) and the detections' (noisy annotations that an operation left unchanged recur
+#: across evaluations), so that a flood of detections never evicts the ground truths
+BAND_CACHE_SIZES = {"ground_truth": 100_000, "detection": 20_000}
+_BANDS = {side: OrderedDict() for side in BAND_CACHE_SIZES}
 
 
-def boundary_rle(rle: dict, dilation_ratio: float = 0.02) -> dict:
+def boundary_rle(rle: dict, dilation_ratio: float = 0.02, side: str = "ground_truth") -> dict:
     """The RLE of a mask's ``mask_to_boundary`` band, from the mask's RLE (compressed or not); cached by the RLE's
-    content, size and ``dilation_ratio`` (the last ``BAND_CACHE_SIZE`` bands)."""
+    content, size and ``dilation_ratio`` in the ``side`` cache ("ground_truth" or "detection", ``BAND_CACHE_SIZES``
+    bands each)."""
+    cache = _BANDS[side]
     counts = rle["counts"]
     key = (counts if isinstance(counts, (bytes, str)) else tuple(counts), tuple(rle["size"]), float(dilation_ratio))
-    band = _BANDS.get(key)
+    band = cache.get(key)
     if band is None:
         if not isinstance(counts, (bytes, str)):
             rle = mask_utils.frPyObjects(rle, *rle["size"])
         # decode gives a Fortran-ordered (H, W) mask whose transpose is C-ordered; the band commutes with
         # transposition, so working on the transpose spares two copies
         band_t = mask_to_boundary(mask_utils.decode(rle).T, dilation_ratio)
-        band = _BANDS[key] = mask_utils.encode(band_t.T)
-        if len(_BANDS) > BAND_CACHE_SIZE:
-            _BANDS.popitem(last=False)
+        band = cache[key] = mask_utils.encode(band_t.T)
+        if len(cache) > BAND_CACHE_SIZES[side]:
+            cache.popitem(last=False)
     else:
-        _BANDS.move_to_end(key)
+        cache.move_to_end(key)
     return band
 
 
@@ -276,7 +280,7 @@ class _BoundaryCOCOeval(COCOeval):
         ious = np.asarray(mask_utils.iou([d["segmentation"] for d in dt], [g["segmentation"] for g in gt], crowd))
         regular = np.flatnonzero(np.asarray(crowd) == 0)
         if regular.size:
-            bious = mask_utils.iou([boundary_rle(d["segmentation"], self.dilation_ratio) for d in dt],
+            bious = mask_utils.iou([boundary_rle(d["segmentation"], self.dilation_ratio, "detection") for d in dt],
                                    [boundary_rle(gt[j]["segmentation"], self.dilation_ratio) for j in regular],
                                    [0] * regular.size)
             ious[:, regular] = np.minimum(ious[:, regular], bious)
@@ -425,5 +429,5 @@ def ejection_fraction(edv, esv):
 
 
 __all__ = ["AP_KEYS", "IOU_TYPES", "BOUNDARY_BACKENDS", "QUALITY_METRICS", "coco_ap", "boundary_ap",
-           "mask_to_boundary", "boundary_rle", "BAND_CACHE_SIZE", "boundary_iou", "annotation_quality", "dice", "iou",
+           "mask_to_boundary", "boundary_rle", "BAND_CACHE_SIZES", "boundary_iou", "annotation_quality", "dice", "iou",
            "hausdorff", "long_axis_length", "area_length_volume", "ejection_fraction"]

@@ -21,14 +21,19 @@ from benchmark_n import camus, camus_files, figures, grounded, wan
 from benchmark_n import model_figures as MF
 from benchmark_n import model_results as R
 from benchmark_n.pages import PAPER, Page
-from benchmark_n.runs import (BACKENDS, DataRecipe, FineTuning, RunSpec, Training, TrainNoise, finetune_grid, load_pair,
-                              run_grid)
+from benchmark_n.runs import (BACKENDS, FEDERATED, DataRecipe, FineTuning, RunSpec, Training, TrainNoise, finetune_grid,
+                              load_pair, run_grid)
 from benchmark_n.tables import table7_retained
 from shared.paths import data_dir as default_data_dir
 from shared.progress import progress
 from shared.errors import ConfigError, unknown_choice
 from shared.profiles import notebook_settings
 from shared.report import compare_with_paper, reported
+
+
+#: LVIS's test protocol (MMDetection's and detectron2's LVIS configs): up to 300 detections per image, kept from a
+#: score of 1e-4, so that rare classes, which score low, are found at all (the settings' hparams override them)
+LVIS_DETECTIONS = {"detections_per_image": 300, "score_threshold": 1e-4}
 
 
 class ModelPage(Page):
@@ -42,8 +47,10 @@ class ModelPage(Page):
         cfg = self.cfg
         self.shrunk = any(k in (settings or {}) for k in self.SHRINKING)
         self.recipe = DataRecipe.from_settings(cfg, data_dir)
-        self.training = Training(cfg.backend, dict(cfg.get("hparams") or {}), device,
-                                 float(cfg.get("dilation_ratio", 0.02)))
+        hparams = dict(cfg.get("hparams") or {})
+        if self.recipe.dataset in FEDERATED and cfg.backend == "torchvision":
+            hparams = {**LVIS_DETECTIONS, **hparams}
+        self.training = Training(cfg.backend, hparams, device, float(cfg.get("dilation_ratio", 0.02)))
 
     def noise(self, tier: str) -> TrainNoise:
         """The training noise of a tier of the page's engine (``engine``, with ``engine_options``); clean for
@@ -381,6 +388,9 @@ class WeakAnnotations(ModelPage):
         if detector == "grounding_dino":
             weights = default_data_dir(self.data_dir) / "weights" / grounded.GROUNDING_DINO_DIR
             text["model_dir"] = str(text.get("model_dir") or weights)
+        elif self.recipe.dataset != "shapes":
+            raise ConfigError(f"the stand-in text detector trains on COCO-shapes; dataset {self.recipe.dataset!r} needs "
+                              "text: {detector: grounding_dino}")
         return detector, text, threshold
 
     def text_noise(self) -> TrainNoise:

@@ -33,7 +33,7 @@ def _splits(notebook: str, cfg) -> list[Need]:
                   lambda data_dir: formats.annotation_path(root(data_dir), dataset, cfg.split))]
     if notebook == "00_noise_engine":
         needs.append(Need(f"{dataset} {cfg.split} images (Fig. 3)", optional=True,
-                          locate=lambda data_dir: formats.image_folder(root(data_dir), dataset, cfg.split)))
+                          locate=lambda data_dir: formats.image_folders(root(data_dir), dataset, cfg.split)))
     return needs
 
 

@@ -1,8 +1,9 @@
 """Model-level runs of Benchmark-N: a segmenter trained on noisy train annotations, evaluated on the clean val set.
 
 A run is a ``RunSpec``: what noise the training annotations get (``TrainNoise``: clean, an engine at a tier, one
-ablation operation, class noise alone, COCO-WAN weak labels or Grounded-SAM's text-prompted labels), the seed (it seeds the noise and the training,
-as in the paper's single-seed runs) and the classification loss. The ``Training`` names the backend
+ablation operation, class noise alone, COCO-WAN weak labels or Grounded-SAM's text-prompted labels), the seed (it
+seeds the noise and the training, as in the paper's single-seed runs), the classification loss and whether the
+per-instance losses are kept. The ``Training`` names the backend
 (``BACKENDS``: the tiny U-Net of the smoke profile, torchvision's Mask R-CNN, MMDetection) and its
 hyperparameters. A finished run holds its val detections, its training history, its per-instance losses when
 asked, and its scores on the clean val annotations (mask, box and Boundary AP, each also class-agnostic, and the
@@ -20,6 +21,7 @@ processes or a Slurm job array); every job reads the data from the recipe itself
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.metadata
 import json
@@ -104,6 +106,23 @@ class TrainNoise:
             return f"{self.name} {100 * self.rate:g} %"
         return f"{self.kind if self.kind == 'weak' else self.name} {self.tier}".strip()
 
+    def key(self) -> dict:
+        """What a run's result depends on: the noise's fields, with a SAM checkpoint and a Grounding-DINO folder
+        named by what they hold (file name and size; folder name, config.json's digest and the weights' size), not by
+        where they lie, and without the device and progress options (the same run anywhere)."""
+        key = asdict(self)
+        options = dict(self.options)
+        if options.get("checkpoint"):
+            options["checkpoint"] = file_identity(options["checkpoint"])
+        if "detector_options" in options:
+            detector = {k: v for k, v in json.loads(options["detector_options"]).items()
+                        if k not in ("device", "progress")}
+            if detector.get("model_dir"):
+                detector["model_dir"] = folder_identity(detector["model_dir"])
+            options["detector_options"] = detector
+        key["options"] = options
+        return key
+
     def draw(self, train: Annotations, seed: int, recipe: "DataRecipe | None" = None) -> dict:
         """The training annotations (a COCO dict) of this noise for ``seed``; a "text" noise with the stand-in
         detector needs the ``recipe`` of ``train`` (the detector trains on other images of it)."""
@@ -133,6 +152,22 @@ class TrainNoise:
         return text_tier(train, self.name, seed=seed, detector_options=detector_options, **options).dataset
 
 
+def file_identity(path) -> dict:
+    """A weights file as a cache key: its name and size in bytes (None when it is not there)."""
+    path = Path(path).expanduser()
+    return {"name": path.name, "bytes": path.stat().st_size if path.is_file() else None}
+
+
+def folder_identity(path) -> dict:
+    """A model folder as a cache key: its name, the SHA-256 of its config.json and the total size of its weight
+    files (``*.safetensors``, ``*.bin``, ``*.pth``)."""
+    path = Path(path).expanduser()
+    config = path / "config.json"
+    weights = [p for pattern in ("*.safetensors", "*.bin", "*.pth") for p in path.glob(pattern)]
+    digest = hashlib.sha256(config.read_bytes()).hexdigest()[:16] if config.is_file() else None
+    return {"name": path.name, "config": digest, "weights_bytes": sum(p.stat().st_size for p in weights)}
+
+
 @dataclass(frozen=True)
 class RunSpec:
     noise: TrainNoise
@@ -160,8 +195,10 @@ class Training:
         return importlib.import_module(BACKENDS[self.backend][0])
 
     def key(self) -> dict:
-        return {"backend": self.backend, "hparams": self.module().check_hparams(dict(self.hparams)),
-                "dilation_ratio": self.dilation_ratio}
+        hparams = self.module().check_hparams(dict(self.hparams))
+        if hparams.get("backbone_weights") not in (None, "imagenet"):
+            hparams["backbone_weights"] = file_identity(hparams["backbone_weights"])
+        return {"backend": self.backend, "hparams": hparams, "dilation_ratio": self.dilation_ratio}
 
 
 @dataclass(frozen=True)
@@ -261,16 +298,26 @@ class RunResult:
 
 
 #: the libraries a run's numbers depend on besides this project's code: their versions are part of its cache key, so
-#: an upgrade (a new torch, a new pycocotools) trains and scores the runs again instead of reading older numbers
-LIBRARIES = ("torch", "torchvision", "numpy", "pycocotools", "opencv-python-headless", "segment-anything",
-             "transformers")
+#: an upgrade (a new torch, a new pycocotools) trains and scores the runs again instead of reading older numbers. Every
+#: run uses the first group; a backend, a SAM annotator or Grounding-DINO add theirs.
+LIBRARIES = ("torch", "numpy", "pycocotools", "opencv-python-headless")
+BACKEND_LIBRARIES = {"tiny": (), "torchvision": ("torchvision",), "mmdet": ("mmdet", "mmcv", "mmengine")}
 
 
-@lru_cache(maxsize=1)
-def library_versions() -> dict[str, str | None]:
-    """The installed version of each of ``LIBRARIES`` (None where one is not installed)."""
+def libraries(spec: "RunSpec", training: "Training") -> tuple[str, ...]:
+    """The libraries ``spec`` trained by ``training`` depends on: ``LIBRARIES``, the backend's, segment-anything for
+    a SAM annotator, transformers for Grounding-DINO."""
+    options = dict(spec.noise.options)
+    extra = (("segment-anything",) if options.get("annotator") == "sam" else ()) + \
+        (("transformers",) if spec.noise.kind == "text" and spec.noise.name == "grounding_dino" else ())
+    return LIBRARIES + BACKEND_LIBRARIES[training.backend] + extra
+
+
+@lru_cache(maxsize=None)
+def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None]:
+    """The installed version of each of ``names`` (None where one is not installed)."""
     versions = {}
-    for name in LIBRARIES:
+    for name in names:
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -288,7 +335,8 @@ def _params(recipe: DataRecipe, spec: RunSpec, training: Training) -> dict:
     train, val = _fingerprints(recipe)
     return {"train": train, "val": val,
             "recipe": {k: v for k, v in asdict(recipe).items() if k != "data_dir"},
-            "spec": asdict(spec), "training": training.key(), "libraries": library_versions()}
+            "spec": {**asdict(spec), "noise": spec.noise.key()}, "training": training.key(),
+            "libraries": library_versions(libraries(spec, training))}
 
 
 def _code(training: Training) -> list:
@@ -411,7 +459,8 @@ def finetune_grid(recipe: DataRecipe, noises: dict, seeds, tuning: FineTuning,
     records = []
     for (name, noise), seed in progress([(item, s) for item in noises.items() for s in seeds], desc="fine-tuning"):
         params = {"train": train, "val": val, "recipe": {k: v for k, v in asdict(recipe).items() if k != "data_dir"},
-                  "noise": asdict(noise), "seed": seed, "tuning": tuning.key(), "libraries": library_versions()}
+                  "noise": noise.key(), "seed": seed, "tuning": tuning.key(),
+                  "libraries": library_versions(LIBRARIES + (("segment-anything",) if tuning.backend == "sam" else ()))}
         stored = cache.get_or_build(FINETUNE_KIND, params, partial(finetune_quality, recipe, noise, seed, tuning),
                                     code=[finetune_quality, sam_finetune, wan], fmt="json")
         records.append({"annotations": name, **stored})
@@ -419,6 +468,6 @@ def finetune_grid(recipe: DataRecipe, noises: dict, seeds, tuning: FineTuning,
 
 
 __all__ = ["CACHE_KIND", "BACKENDS", "NOISE_KINDS", "TEXT_OPTIONS", "SCORE_KEYS", "FEDERATED", "LIBRARIES",
-           "library_versions", "TrainNoise", "RunSpec", "Training", "DataRecipe",
-           "load_pair", "evaluate", "train_run", "RunResult", "run_grid", "FINETUNE_KIND", "FINETUNE_SETTINGS",
-           "FineTuning", "first_images", "finetune_quality", "finetune_grid"]
+           "BACKEND_LIBRARIES", "libraries", "library_versions", "file_identity", "folder_identity", "TrainNoise",
+           "RunSpec", "Training", "DataRecipe", "load_pair", "evaluate", "train_run", "RunResult", "run_grid",
+           "FINETUNE_KIND", "FINETUNE_SETTINGS", "FineTuning", "first_images", "finetune_quality", "finetune_grid"]

@@ -239,10 +239,12 @@ class _Loads(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
-        if tag == "link" and not set(str(attrs.get("rel", "")).split()) & {"stylesheet", "icon", "preload",
-                                                                          "modulepreload", "prefetch"}:
+        if tag == "link" and not set(str(attrs.get("rel", "")).lower().split()) & {"stylesheet", "icon", "preload",
+                                                                                  "modulepreload", "prefetch"}:
             return
         self.urls += [attrs[a] for t, a in LOADING_ATTRIBUTES if t == tag and attrs.get(a)]
+        if tag in ("img", "source") and attrs.get("srcset"):  # "url 2x, url 3x"
+            self.urls += [part.split()[0] for part in attrs["srcset"].split(",") if part.strip()]
 
 
 def external_loads(site: Path) -> dict[str, list[str]]:
@@ -253,7 +255,7 @@ def external_loads(site: Path) -> dict[str, list[str]]:
     for page in sorted(Path(site).rglob("*.html")):
         parser = _Loads()
         parser.feed(page.read_text(errors="replace"))
-        external = [url for url in parser.urls if url.startswith(("http://", "https://", "//"))]
+        external = [url for url in parser.urls if url.strip().lower().startswith(("http://", "https://", "//"))]
         if external:
             found[str(page.relative_to(site))] = sorted(set(external))
     return found

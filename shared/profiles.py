@@ -59,8 +59,12 @@ class Settings(dict):
 
 
 def yaml_text(value) -> str:
-    """``value`` on one line in YAML flow style (what ``-p settings`` and ``profiles.yaml`` take)."""
-    text = yaml.safe_dump(value, default_flow_style=True, width=1_000_000, sort_keys=False).strip()
+    """``value`` on one line in YAML flow style (what ``-p settings`` and ``profiles.yaml`` take); ``repr`` for what
+    YAML cannot write (a numpy scalar, a path)."""
+    try:
+        text = yaml.safe_dump(value, default_flow_style=True, width=1_000_000, sort_keys=False).strip()
+    except yaml.YAMLError:
+        return repr(value)
     return text[:-3].strip() if text.endswith("\n...") or text.endswith("...") else text
 
 

@@ -116,6 +116,9 @@ def test_external_loads_are_scripts_styles_and_images_from_other_hosts_not_links
     (tmp_path / "a.html").write_text(
         '<script src="https://cdn.example/x.js"></script><link rel="stylesheet" href="//fonts.example/f.css">'
         '<link rel="canonical" href="https://example.org/a"><a href="https://arxiv.org/abs/1">paper</a>'
-        '<img src="_images/f.svg"><script src="_static/local.js"></script>')
+        '<img src="_images/f.svg"><script src="_static/local.js"></script>'
+        '<img src="_images/a.png" srcset="_images/a2.png 2x, HTTPS://cdn.example/a3.png 3x"><LINK REL="Icon" '
+        'href="_static/i.ico">')
     (tmp_path / "b.html").write_text('<a href="https://github.com/x">code</a>')
-    assert external_loads(tmp_path) == {"a.html": ["//fonts.example/f.css", "https://cdn.example/x.js"]}
+    assert external_loads(tmp_path) == {"a.html": ["//fonts.example/f.css", "HTTPS://cdn.example/a3.png",
+                                                   "https://cdn.example/x.js"]}

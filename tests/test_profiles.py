@@ -52,3 +52,5 @@ def test_attribute_access_names_valid_settings(profiles):
     nested = Settings(hparams={"epochs": 10, "loss_epochs": [1, 4]}, tiers=["clean", "high"], checkpoint=None)
     assert nested.to_frame().values.tolist() == [["hparams.epochs", "10"], ["hparams.loss_epochs", "[1, 4]"],
                                                  ["tiers", "[clean, high]"], ["checkpoint", "null"]]
+    odd = Settings(n=__import__("numpy").int64(3), path=__import__("pathlib").Path("/d")).to_frame()
+    assert odd["value"].tolist() == ["np.int64(3)", "PosixPath('/d')"]  # what YAML cannot write: its repr

@@ -96,6 +96,14 @@ def test_bad_input_names_the_problem():
         lvis_ap(gt, [])
     with pytest.raises(ConfigError, match="segm"):
         lvis_ap(lvis_gt(), [], "bbox", boundary=True)
+    with pytest.raises(DataFormatError, match="image 9, which the ground truth does not have"):
+        lvis_ap(lvis_gt(), [{**_dog(2), "image_id": 9}])  # checked before the federated filter could drop it
+    with pytest.raises(DataFormatError, match="category_id 7, which the ground truth does not have"):
+        lvis_ap(lvis_gt(), [{**_dog(2), "category_id": 7}])
+    with pytest.raises(DataFormatError, match="detection 0 has no score"):
+        lvis_ap(lvis_gt(), [{k: v for k, v in _dog(2).items() if k != "score"}])
+    with pytest.raises(DataFormatError, match="detection 0 has no score"):
+        federated_detections(lvis_gt(), [{"image_id": 1, "category_id": 1}])
 
 
 # ------------------------------------------------------------------------------------------------ the official API

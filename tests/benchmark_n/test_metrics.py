@@ -256,13 +256,16 @@ def test_mask_to_boundary_is_the_inner_band_of_width_d():
 
 
 def test_boundary_bands_are_cached_by_content_and_equal_the_direct_band(monkeypatch):
-    monkeypatch.setattr(metrics, "_BANDS", type(metrics._BANDS)())
-    monkeypatch.setattr(metrics, "BAND_CACHE_SIZE", 2)
+    monkeypatch.setattr(metrics, "_BANDS", {side: type(cache)() for side, cache in metrics._BANDS.items()})
+    monkeypatch.setattr(metrics, "BAND_CACHE_SIZES", {"ground_truth": 2, "detection": 1})
     masks = [rect(100, 150, 120, 200), rect(10, 10, 50, 60), rect(200, 300, 80, 90)]
     rles = [mask_utils.encode(np.asfortranarray(m)) for m in masks]
     for mask, rle, ratio in zip(masks, rles, (0.02, 0.02, 0.005)):
         assert (mask_utils.decode(boundary_rle(rle, ratio)) == mask_to_boundary(mask, ratio)).all()
-    assert len(metrics._BANDS) == 2  # the oldest band was dropped
+    assert len(metrics._BANDS["ground_truth"]) == 2  # the oldest band was dropped
+    boundary_rle(rles[0], side="detection")
+    boundary_rle(rles[1], side="detection")  # detections churn their own cache, never the ground truths'
+    assert len(metrics._BANDS["detection"]) == 1 and len(metrics._BANDS["ground_truth"]) == 2
     again = boundary_rle(dict(rles[2]), 0.005)
     assert again is boundary_rle(rles[2], 0.005)  # a copy of the same RLE is the same key
     assert boundary_rle(rles[2], 0.02) is not again  # another band width is another band

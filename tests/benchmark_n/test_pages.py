@@ -199,6 +199,10 @@ def test_the_text_prompt_setting_is_checked_before_anything_trains(tmp_path):
                         out_dir=tmp_path).text_quality()
     with pytest.raises(ConfigError, match="grounding_dino, stand_in"):
         WeakAnnotations("smoke", settings={"text": {"detector": "owl_vit"}}, out_dir=tmp_path).text_quality()
+    coco = WeakAnnotations("full", settings={"annotator": "grabcut", "finetune": {"backend": "tiny"},
+                                             "text": {"detector": "stand_in"}}, out_dir=tmp_path)
+    with pytest.raises(ConfigError, match="stand-in text detector trains on COCO-shapes"):
+        coco.specs()  # refused before any run: the weak runs would come first
 
 
 def test_pages_share_their_runs_and_only_engine_runs_log_losses(tmp_path):
@@ -217,3 +221,15 @@ def test_pages_share_their_runs_and_only_engine_runs_log_losses(tmp_path):
         assert clean and clean <= trained_by_03, page  # one clean model for every page
     shared_engine = {s for s in specs["ClassNoise"] + specs["NoisyLosses"] if s.noise.kind == "engine" and s.loss == "ce"}
     assert shared_engine and shared_engine <= trained_by_03  # "40 % + Hard" and 06's CE run are 03's high runs
+
+
+def test_lvis_runs_keep_300_detections_from_a_score_of_1e4_as_lvis_evaluates_them(tmp_path):
+    from benchmark_n.model_pages import LVIS_DETECTIONS, TrainEval
+
+    lvis = TrainEval("full", settings={"dataset": "lvis_v1", "dataset_dir": "lvis"}, out_dir=tmp_path)
+    assert {k: lvis.training.hparams[k] for k in LVIS_DETECTIONS} == {"detections_per_image": 300,
+                                                                      "score_threshold": 1e-4}
+    coco = TrainEval("full", out_dir=tmp_path)
+    assert "detections_per_image" not in coco.training.hparams  # COCO: Mask R-CNN's own 100 and 0.05
+    mine = TrainEval("full", settings={"dataset": "lvis_v1", "hparams": {"score_threshold": 0.01}}, out_dir=tmp_path)
+    assert mine.training.hparams["score_threshold"] == 0.01  # the settings win

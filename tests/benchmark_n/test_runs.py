@@ -90,13 +90,36 @@ def test_a_library_upgrade_trains_the_run_again(tmp_path, monkeypatch):
     cache, training, spec = ArtifactCache(tmp_path), Training("tiny", {"epochs": 1}), RunSpec(TrainNoise(), 0)
     first = run_grid(TINY, [spec], training, cache=cache)[0]
     assert torch.__version__.startswith(runs_module.library_versions()["torch"])  # "2.14.1" of "2.14.1+cu130"
-    upgraded = {**runs_module.library_versions(), "pycocotools": "99.0"}
-    monkeypatch.setattr(runs_module, "library_versions", lambda: upgraded)
-    calls = []
-    real = tiny_seg.fit_predict
-    monkeypatch.setattr(tiny_seg, "fit_predict", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert runs_module.libraries(spec, training) == runs_module.LIBRARIES  # the tiny backend adds none
+    assert "torchvision" in runs_module.libraries(spec, Training("torchvision"))
+    assert "transformers" in runs_module.libraries(RunSpec(TrainNoise("text", "grounding_dino")), training)
+    versions = runs_module.library_versions
+    monkeypatch.setattr(runs_module, "library_versions", lambda names: {**versions(names), "pycocotools": "99.0"})
+    calls, fit_predict = [], tiny_seg.fit_predict
+    monkeypatch.setattr(tiny_seg, "fit_predict", lambda *a, **k: calls.append(1) or fit_predict(*a, **k))
     again = run_grid(TINY, [spec], training, cache=cache)[0]
     assert calls == [1] and again.scores == first.scores  # trained again (same code, same numbers)
+
+
+def test_a_runs_key_names_weights_by_what_they_hold_not_where_they_lie(tmp_path):
+    for folder in (tmp_path / "a" / "grounding-dino-base", tmp_path / "b" / "grounding-dino-base"):
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text('{"model_type": "grounding-dino"}')
+        (folder / "model.safetensors").write_bytes(b"w" * 100)
+
+    def noise(folder, **extra):
+        return TrainNoise("text", "grounding_dino", options={"detector_options": {"model_dir": str(folder), **extra},
+                                                             "checkpoint": str(folder / "model.safetensors")})
+
+    moved = noise(tmp_path / "a" / "grounding-dino-base"), noise(tmp_path / "b" / "grounding-dino-base", device="cuda")
+    assert moved[0] != moved[1] and moved[0].key() == moved[1].key()  # another mount or device: the same run
+    key = moved[0].key()["options"]
+    assert key["detector_options"]["model_dir"]["weights_bytes"] == 100 and key["checkpoint"]["bytes"] == 100
+    (tmp_path / "b" / "grounding-dino-base" / "model.safetensors").write_bytes(b"w" * 120)  # -tiny in -base's place
+    assert moved[1].key() != moved[0].key()
+    weights = tmp_path / "a" / "grounding-dino-base" / "model.safetensors"
+    assert Training("torchvision", {"backbone_weights": str(weights)}).key()["hparams"]["backbone_weights"] == {
+        "name": "model.safetensors", "bytes": 100}
 
 
 def test_run_grid_on_an_executor_gives_the_same_run(tmp_path):
@@ -242,11 +265,17 @@ def test_tables_4_and_5_as_shares_of_the_clean_model_paper_and_ours():
     summary = _summary(_run(mask_AP=0.5, boundary_AP=0.4, box_AP=0.6), _run("weak", tier="easy", mask_AP=0.45),
                        _run("text", "stand_in", mask_AP=0.3, boundary_AP=0.1, box_AP=0.45))
     ours4 = R.ours_table4_retained(summary, "test")
-    assert ours4.set_index(["prompt", "metric"])["value"].to_dict() == {
-        ("box", "mask_AP_retained"): 90.0, ("box", "boundary_AP_retained"): 125.0,
-        ("text", "mask_AP_retained"): 60.0, ("text", "boundary_AP_retained"): 25.0}  # no point run: left out
+    values = ours4.dropna(subset=["value"]).set_index(["prompt", "metric"])["value"].to_dict()
+    assert values == {("box", "mask_AP_retained"): 90.0, ("box", "boundary_AP_retained"): 125.0,
+                      ("text", "mask_AP_retained"): 60.0, ("text", "boundary_AP_retained"): 25.0}
     table = compare_with_paper(ours4, R.paper_table4_retained(table4), ["prompt", "prompt_noise"])
     assert len(table) == 10 and table["ours"].notna().sum() == 4  # the point and noisy-prompt cells: no run of ours
+    gaps = table[table["ours"].isna()].set_index(["prompt", "prompt_noise"])["ours_on"]
+    assert gaps[("point", "clean")].iloc[0].startswith("not run: no model trained on point-prompted labels")
+    assert (gaps.loc[("box", "noisy")] == R.NOISY_PROMPT_NOT_RUN).all()
+    nothing = compare_with_paper(R.ours_table4_retained(_summary(_run()), "test"), R.paper_table4_retained(table4),
+                                 ["prompt", "prompt_noise"])
+    assert len(nothing) == 10 and nothing["ours"].isna().all() and nothing["ours_on"].str.startswith("not run").all()
     ours5 = R.ours_table5_retained(summary, "test")
     table = compare_with_paper(ours5, R.paper_table5_retained(table5), ["model", "backbone", "labels"]).set_index(
         ["backbone", "metric"])
@@ -258,7 +287,10 @@ def test_tables_4_and_5_as_shares_of_the_clean_model_paper_and_ours():
     assert change.loc["R-50", "box_AP"] == -47.3 and change.loc["Swin-S", "mask_AP"] == -38.4
     assert change.loc["ours (tiny)"].tolist() == [-40.0, -25.0]
     assert R.text_prompt_change(table5, _summary(_run()), "ours").loc["ours"].isna().all()
-    assert R.ours_table5_retained(_summary(_run()), "test").empty
+    no_text = compare_with_paper(R.ours_table5_retained(_summary(_run()), "test"), R.paper_table5_retained(table5),
+                                 ["model", "backbone", "labels"])
+    assert len(no_text) == 8 and no_text["ours"].isna().all()  # the paper's cells still shown, beside "not run"
+    assert no_text.loc[no_text["backbone"] == "R-50", "ours_on"].str.startswith("not run").all()
 
 
 def test_text_prompted_training_noise_is_keyed_checked_and_drawn_from_the_detector(monkeypatch):
