@@ -121,6 +121,7 @@ def _perturbed(gt, seed):
     return dets
 
 
+@pytest.mark.filterwarnings("ignore:The 'warn' method is deprecated:DeprecationWarning")  # lvis 0.5.3's logging
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("iou_type", ["segm", "bbox"])
 def test_every_number_equals_the_official_lvis_api(tmp_path, monkeypatch, seed, iou_type):
