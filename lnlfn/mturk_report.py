@@ -31,6 +31,7 @@ from lnlfn import mturk
 from lnlfn.experiments import brief, skip_reason
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 from shared.metrics.agreement import CORRECTABLE, MTURK_CATEGORIES, NON_AGREEMENT, NON_ERROR, fleiss_kappa
+from shared.tables import show_table
 
 NOTEBOOK = "04_mturk_reanalysis"
 #: our datasets -> the dataset of the paper's numbers they are set beside
@@ -601,7 +602,7 @@ class MTurkPage:
         self._need_run()
         self.comparison = self.report.compare(ours_long(self.results), "mturk", on=COMPARISON_KEYS)
         shown = self.comparison[self.comparison["ours"].notna()].drop(columns=["note"])
-        return shown.style.format({"paper": "{:.4g}", "ours": "{:.4g}", "diff": "{:+.4g}"}).hide(axis="index")
+        return show_table(shown, {"paper": "{:.4g}", "ours": "{:.4g}", "diff": "{:+.4g}"})
 
     def claim_list(self) -> list[Claim]:
         if self.comparison is None:
