@@ -231,20 +231,18 @@ def test_every_notebook_has_the_executor_setting_off_by_default(notebook):
     assert all(notebook_settings("lnlfn", notebook, p).executor is None for p in ("smoke", "full"))
 
 
-def test_every_model_sweep_of_the_notebooks_passes_the_executor_setting():
+def test_every_model_sweep_of_the_pages_passes_the_executor_setting():
+    """The notebooks' sweeps run in their page modules (lnlfn/pages/); each passes the profile's executor."""
     import ast
-    import json
 
     from shared.paths import paper_dir
 
     calls = []
-    for path in sorted(paper_dir("lnlfn").glob("0*.ipynb")):
-        for cell in json.loads(path.read_text())["cells"]:
-            if cell["cell_type"] == "code":
-                source = "".join(cell["source"])
-                calls += [(path.stem, node) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
-                          and getattr(node.func, "id", None) == "model_sweep"]
-    assert {stem for stem, _ in calls} == {"01_noise_realism", "02_model_survey", "03_detection_main", "05_end_to_end"}
+    for path in sorted((paper_dir("lnlfn") / "pages").glob("*.py")):
+        calls += [(path.stem, node) for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
+                  and getattr(node.func, "id", None) == "model_sweep"]
+    assert {stem for stem, _ in calls} == {"noise_realism", "model_survey", "detection_main", "end_to_end"}
     for stem, call in calls:
         passed = {kw.arg: ast.unparse(kw.value) for kw in call.keywords}
-        assert passed.get("executor") == "cfg.executor", f"{stem}: model_sweep(...) without executor=cfg.executor"
+        assert passed.get("executor") in ("cfg.executor", "self.cfg.executor"), \
+            f"{stem}: model_sweep(...) without executor=cfg.executor"
