@@ -39,12 +39,12 @@ def claims(key):
     return {c["claim"]: c for c in json.loads((folder / "claims.json").read_text())}
 
 
-# CILN's faithfulness checks (issue 3, spec §7.3): claims each notebook records that must hold in smoke.
+# CILN's faithfulness checks (issue 3): claims each notebook records that must hold in smoke.
 CILN_CHECKS = {
     "01_benchmark": ["Noise rate grows with severity (severity 5 above severity 1) for most corruptions",
                      "Clean-start (CILN-C) noise rates are below the standard (CILN-S) ones",
                      "Some MNIST settings are too mild to release"],
-    "03_label_distributions": ["Spec check: some image setting has an attractor (>= 10 pp) and some is flat (< 3 pp at level 1)"],
+    "03_label_distributions": ["Some image setting has an attractor (>= 10 pp) and some is flat (< 3 pp at level 1)"],
     "05_nth": ["nth is positive in every setting", "nth rises and then falls with severity for some corruption",
                "Clean-start lowers nth (CILN-C below CILN-S in at least 90 % of settings)"],
     "06_tv": ["CILN is closer to the human reference than symmetric and class-conditional noise at the same rate"],
@@ -57,8 +57,8 @@ CILN_CHECKS = {
 }
 
 
-# Plench's faithfulness checks (issue 4, spec §7.4) that the smoke run reproduces. Reported but not asserted:
-# "NN and GA >= 15 points below Forward and SCL-NL" (8 points after 200 steps; the spec measured 20-23 after
+# Plench's faithfulness checks (issue 4) that the smoke run reproduces. Reported but not asserted:
+# "NN and GA >= 15 points below Forward and SCL-NL" (8 points after 200 steps; an offline measurement gave 20-23 after
 # 1,000) and "AA below CR on Vaguest for most algorithms" (a narrow majority at this scale), and the speed-up.
 PLENCH_CHECKS = {
     "00_datasets": ["The noise rate falls as annotators are added to the union (Fig. 2b)",
@@ -91,9 +91,9 @@ PLENCH_CHECKS = {
 }
 
 
-# LNLFN's faithfulness checks (issue 5, spec §7.4). Reported but not asserted: the fall of true accuracy under human
+# LNLFN's faithfulness checks (issue 5). Reported but not asserted: the fall of true accuracy under human
 # noise (a frozen encoder cannot show it), FM above the baseline on the minority-label benchmark (holds with noise
-# seeds 42-43, not with 0-2), precision at CL's threshold vs loss (r -0.35; the spec measured r^2 0.15), the Fig. 1
+# seeds 42-43, not with 0-2), precision at CL's threshold vs loss (r -0.35; an offline measurement gave r^2 0.15), the Fig. 1
 # curve above the baseline at every recall <= 0.5 (7/10 levels), the Table 8 direction and the FME+CL set size on the
 # VADER-panel analogue of the MTurk study, and better selection (rank) after correction.
 LNLFN_CHECKS = {
@@ -128,7 +128,7 @@ LNLFN_CHECKS = {
         "Correcting the top Err% items by FME loss closes at least half of the measurable-vs-true gap (rt_u5)"],
 }
 
-# NoisywikiHow's faithfulness checks (issue 13, spec §7.4). Reported but not asserted: SEAL above the base model
+# NoisywikiHow's faithfulness checks (issue 13). Reported but not asserted: SEAL above the base model
 # (did not reproduce on frozen features, in the prototype nor here), every method above the base under symmetric
 # noise, a pre-trained encoder above TF-IDF (TinyHow's templated texts suit n-grams), and the long-tailed methods'
 # tail-class gains (LDAM does not raise them here).
