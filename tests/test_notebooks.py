@@ -53,7 +53,7 @@ CILN_CHECKS = {
                       "At high noise Co-Teaching and DivideMix do not beat ERM on CILN (CILN-S contrast (5), noisy-img; "
                       "by more than 3 points)"],
     "09_attractors": ["Co-Teaching does better on PL-IDN's high tier than on the high-noise CILN settings (clean-img)"],
-    "10_loss_distributions": ["(Spec check) CILN noise is less separable than rate-matched symmetric noise (AUC lower by >= 0.15)"],
+    "10_loss_distributions": ["(A check of ours, not in the paper) CILN noise is less separable than rate-matched symmetric noise (AUC lower by >= 0.15)"],
 }
 
 
