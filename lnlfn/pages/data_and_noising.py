@@ -25,14 +25,12 @@ import pandas as pd
 
 from lnlfn.benchmarks import BENCHMARKS, METHOD_LABELS, make_benchmark, noise_summary, shortfalls
 from lnlfn.data import load_text_dataset
-from lnlfn.pages import Page
+from lnlfn.pages import Page, comparison_table, item_text
 from shared.metrics.agreement import category_counts, fleiss_kappa
 from shared.noise.annotations import HUMAN_KINDS, noise_capacity
 from shared.plotting import finish_figure
 from shared.report import claim_record
 from shared.tables import show_table
-
-COMPARISON_COLUMNS = ["item", "benchmark", "metric", "paper", "ours", "diff", "ours_on", "note"]
 
 
 def dataset_for(benchmark: str, datasets: Mapping) -> object:
@@ -106,10 +104,6 @@ def benchmark_counts(noised: Mapping) -> pd.DataFrame:
     return table.astype({c: int for c in kinds})
 
 
-def _text(item) -> str:
-    return item if isinstance(item, str) else " / ".join(item)
-
-
 def noised_examples(noised: Mapping, datasets: Mapping, *, per_benchmark: int = 3, seed: int = 0) -> pd.DataFrame:
     """A few random noised items of each benchmark (one generator over the benchmarks in order): the text, the
     gold label, the label the noiser gave, the kind of noise and the annotators' votes per class."""
@@ -119,7 +113,7 @@ def noised_examples(noised: Mapping, datasets: Mapping, *, per_benchmark: int = 
         ds = dataset_for(b, datasets)
         for i in rng.choice(np.flatnonzero(out.noised), size=min(per_benchmark, int(out.noised.sum())), replace=False):
             votes = np.bincount(ds.annotations[i][ds.annotations[i] >= 0], minlength=ds.num_classes)
-            rows.append({"benchmark": b, "text": _text(ds.texts[i]), "gold": ds.classes[out.clean[i]],
+            rows.append({"benchmark": b, "text": item_text(ds.texts[i]), "gold": ds.classes[out.clean[i]],
                          "given (noisy)": ds.classes[out.noisy[i]], "kind": out.kind[i],
                          "annotator votes": ", ".join(f"{c} {v}" for c, v in zip(ds.classes, votes) if v)})
     return pd.DataFrame(rows, columns=["benchmark", "text", "gold", "given (noisy)", "kind", "annotator votes"])
@@ -240,8 +234,7 @@ class DataAndNoising(Page):
         return self.report.compare(noise_rates(self.noised, self.report.profile), "benchmarks", on=["benchmark"])
 
     def compare_with_paper(self):
-        table = self.comparison[[c for c in COMPARISON_COLUMNS if c in self.comparison.columns]]
-        return show_table(table, {"paper": "{:.2f}", "ours": "{:.2f}", "diff": "{:+.2f}"})
+        return comparison_table(self.comparison)
 
     def claims(self) -> pd.DataFrame:
         self.comparison  # noqa: B018 -- recorded for the scorecard even when the comparison is not displayed

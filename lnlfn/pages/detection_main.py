@@ -22,21 +22,17 @@ import numpy as np
 import pandas as pd
 
 from lnlfn.benchmarks import BENCHMARKS, make_benchmark
-from lnlfn.experiments import (baseline_sweep, brief, claim_each, detection_row, load_benchmark_data, make_configs,
+from lnlfn.experiments import (baseline_sweep, claim_each, detection_row, load_benchmark_data, make_configs,
                                model_sweep, prefer, scored_items, sweep_configs, test_items)
-from lnlfn.pages import Page
+from lnlfn.pages import ClaimRecords, Page, benchmark_table, comparison_table, sweep_frame
 from lnlfn.scoring import Detection, cl, fml, fme, with_cl
 from shared.metrics.detection import jaccard_index, pr_curve
 from shared.plotting import finish_figure
-from shared.report import claim_record, verdict
+from shared.report import verdict
 from shared.tables import show_table
 
 METHODS = ("H&G", "CL", "FML", "FME", "FME+CL")  # Table 3's rows
 METRICS = ("aupr", "p_at_err", "r_at_2err")
-#: the series each figure's caption names: Fig. 1 (the LLM, the word-vector baseline, CL overlaid) and Fig. 6
-#: ("FML+CL and FME+CL produce fewer items"), beside the rankings they overlay
-FIG1_SERIES = ("H&G", "CL", "FML", "FME", "FME+CL")
-FIG6_SERIES = ("H&G", "CL", "FML", "FML+CL", "FME", "FME+CL")
 COLORS = {"H&G": "tab:gray", "CL": "tab:gray", "FML": "tab:orange", "FML+CL": "tab:orange", "FME": "tab:blue",
           "FME+CL": "tab:blue"}
 RECALL_GRID = np.linspace(0.05, 0.5, 10)  # Fig. 1's claim: precision compared at these recall levels
@@ -48,9 +44,6 @@ class DetectionMain(Page):
     """03: Table 3, Figs. 1 and 6, Tables 8-9 (the crowd-majority benchmark's rows)."""
 
     notebook = "03_detection_main"
-
-    def settings_table(self):
-        return show_table(super().settings_table())
 
     # ---------------------------------------------------------------- what runs
     @cached_property
@@ -82,18 +75,15 @@ class DetectionMain(Page):
     @cached_property
     def detections(self) -> dict:
         """``{(benchmark, seed): (detections, is_error, sweep)}`` on the test split (sweeps cached on disk)."""
-        from shared.device import select_device
-
-        cfg, device = self.cfg, str(select_device(self.device))
-        datasets, out = self.data[0], {}
+        cfg, datasets, out = self.cfg, self.data[0], {}
         for bench in self.benchmarks_run:
             ds = datasets[BENCHMARKS[bench].dataset]
             te = test_items(ds)
             for seed in cfg.seeds:
                 noised = make_benchmark(bench, ds, seed=cfg.noise_seed + seed)
                 err = noised.noised[scored_items(ds)][te]
-                sweep = model_sweep(ds, noised.noisy, model=cfg.model, configs=self.configs, device=device,
-                                    data_dir=self.data_dir, desc=f"{bench} seed {seed}",
+                sweep = model_sweep(ds, noised.noisy, model=cfg.model, configs=self.configs,
+                                    device=self.compute_device, data_dir=self.data_dir, desc=f"{bench} seed {seed}",
                                     executor=cfg.executor).restrict(te)
                 base = baseline_sweep(ds, noised.noisy, configs=self.baseline_configs).restrict(te)
                 out[bench, seed] = (methods_of(sweep, base, top_k=cfg.top_k, filter_by=cfg.cl_filter_by,
@@ -192,11 +182,10 @@ class DetectionMain(Page):
         return pd.concat([table3[table3["ours"].notna()], counts], ignore_index=True)
 
     def compare_with_paper(self):
-        shown = self.comparison[["item", "dataset", "method", "metric", "paper", "ours", "diff", "ours_on"]]
-        return show_table(shown, {"paper": "{:.2f}", "ours": "{:.2f}", "diff": "{:+.2f}"})
+        return comparison_table(self.comparison)
 
-    def claims(self):
-        """statement | verdict (yes / no / not run) | detail; the report files are written here."""
+    def claims(self) -> pd.DataFrame:
+        """claim | verdict (yes / no / not run) | detail; the report files are written here."""
         self.comparison  # noqa: B018 -- recorded for comparison.csv before the report is written
         bench, seed = self.fig1_case
         dets, err, _ = self.detections[bench, seed]
@@ -204,28 +193,10 @@ class DetectionMain(Page):
                                    fm_beats_baseline=self.cfg.fm_beats_baseline, skipped=self.data[1],
                                    n_seeds=len(self.cfg.seeds), counts_benchmark=self.counts_benchmark,
                                    fig1=(bench, seed, fig1_above(dets, err)))
-        return show_table(self._finish(records))
+        return self._finish(records)
 
 
 # --------------------------------------------------------------------------------------- the computations
-def benchmark_table(benchmarks, datasets: dict, skipped: dict) -> pd.DataFrame:
-    """One row per benchmark: what it stands in for, its noise, its dataset's split sizes, and whether it runs."""
-    rows = []
-    for bench in benchmarks:
-        spec = BENCHMARKS[bench]
-        ds = datasets.get(spec.dataset)
-        items = "" if ds is None else ", ".join(f"{k} {v:,}" for k, v in ds.split_counts().items())
-        rows.append({"benchmark": bench, "stands in for": spec.stands_in_for, "noise": spec.description,
-                     "items": items, "status": f"skipped: {brief(skipped[bench])}" if bench in skipped else "run"})
-    return pd.DataFrame(rows, columns=["benchmark", "stands in for", "noise", "items", "status"])
-
-
-def sweep_frame(sweeps: dict) -> pd.DataFrame:
-    """``{role: configs}`` as one row per run: role, run number, run."""
-    return pd.DataFrame([{"sweep": role, "run": i + 1, "configuration": c.name}
-                         for role, configs in sweeps.items() for i, c in enumerate(configs)])
-
-
 def methods_of(sweep, base, *, top_k: int, filter_by: str, rank_by: str) -> dict[str, Detection]:
     """Table 3's methods on one test split: H&G (the baseline's own loss ranking), CL on the baseline's
     probabilities, FML (the best run), FME (the top ``top_k`` runs' mean probabilities) and FME+CL."""
@@ -379,15 +350,6 @@ def fig1_above(dets: dict, err, grid=RECALL_GRID) -> np.ndarray:
     return precision_at_recall(dets["FME"], err, grid) > precision_at_recall(dets["H&G"], err, grid)
 
 
-class ClaimRecords(list):
-    """Collects what ``claim_each`` records, as claim records."""
-
-    def claim(self, statement: str, holds, detail: str = "") -> dict:
-        record = claim_record(statement, holds, detail)
-        self.append(record)
-        return record
-
-
 def detection_claims(means: pd.DataFrame, table9: pd.DataFrame, *, benchmarks, fm_beats_baseline, skipped: dict,
                      n_seeds: int, counts_benchmark: str, fig1: tuple) -> list[dict]:
     """The page's claims: FME >= FML - 0.02 on each benchmark; FME above the baseline on each of
@@ -419,7 +381,6 @@ def detection_claims(means: pd.DataFrame, table9: pd.DataFrame, *, benchmarks, f
     return list(records)
 
 
-__all__ = ["DetectionMain", "ClaimRecords", "METHODS", "FIG1_SERIES", "FIG6_SERIES", "benchmark_table", "sweep_frame",
-           "methods_of", "with_fml_cl", "fml_ranks", "method_rows", "table3_means", "table3_wide", "pr_figure",
-           "truncated_curves", "truncated_figure", "top_item_counts", "table3_long", "counts_long", "precision_at_recall",
-           "fig1_above", "detection_claims"]
+__all__ = ["DetectionMain", "METHODS", "methods_of", "with_fml_cl", "fml_ranks", "method_rows", "table3_means",
+           "table3_wide", "pr_figure", "truncated_curves", "truncated_figure", "top_item_counts", "table3_long",
+           "counts_long", "precision_at_recall", "fig1_above", "detection_claims"]

@@ -24,8 +24,7 @@ import pandas as pd
 from lnlfn.benchmarks import BENCHMARKS, make_benchmark
 from lnlfn.experiments import (claim_each, corrected_labels, load_benchmark_data, make_configs, model_sweep,
                                scored_items, selected_accuracy, sweep_configs, true_rank, with_validation)
-from lnlfn.pages import Page
-from lnlfn.pages.detection_main import ClaimRecords, benchmark_table, sweep_frame
+from lnlfn.pages import ClaimRecords, Page, benchmark_table, comparison_table, item_text, sweep_frame
 from lnlfn.scoring import fme
 from shared.plotting import finish_figure
 from shared.report import verdict
@@ -41,9 +40,6 @@ class EndToEnd(Page):
     """05: Table 4 and the organic-error candidates (Table 1's analogue)."""
 
     notebook = "05_end_to_end"
-
-    def settings_table(self):
-        return show_table(super().settings_table())
 
     # ---------------------------------------------------------------- what runs
     @cached_property
@@ -70,15 +66,12 @@ class EndToEnd(Page):
     @cached_property
     def _computed(self) -> tuple[pd.DataFrame, dict]:
         """The per-run table and ``{(benchmark, seed): (dataset, noised labels, FME detection)}``."""
-        from shared.device import select_device
-
-        cfg, device = self.cfg, str(select_device(self.device))
-        rows, kept = [], {}
+        cfg, rows, kept = self.cfg, [], {}
         for bench in self.benchmarks_run:
             ds = self.data[0][BENCHMARKS[bench].dataset]
             for seed in cfg.seeds:
                 out = make_benchmark(bench, ds, seed=cfg.noise_seed + seed)
-                sweep = model_sweep(ds, out.noisy, model=cfg.model, configs=self.configs, device=device,
+                sweep = model_sweep(ds, out.noisy, model=cfg.model, configs=self.configs, device=self.compute_device,
                                     data_dir=self.data_dir, desc=f"{bench} seed {seed}", executor=cfg.executor)
                 ens = fme(sweep, k=cfg.top_k)
                 corrected = corrected_labels(ds, out.noisy, out.clean, ens.scores, BENCHMARKS[bench].rate)
@@ -131,14 +124,12 @@ class EndToEnd(Page):
                                    on=["dataset", "eval_split"])
 
     def compare_with_paper(self):
-        shown = self.comparison[["dataset", "eval_split", "metric", "paper", "ours", "diff", "ours_on"]]
-        return show_table(shown, {"paper": "{:.1f}", "ours": "{:.1f}", "diff": "{:+.1f}"})
+        return comparison_table(self.comparison, decimals=1)
 
-    def claims(self):
-        """statement | verdict (yes / no / not run) | detail; the report files are written here."""
+    def claims(self) -> pd.DataFrame:
+        """claim | verdict (yes / no / not run) | detail; the report files are written here."""
         self.comparison  # noqa: B018 -- recorded for comparison.csv before the report is written
-        return show_table(self._finish(end_to_end_claims(self.means, benchmarks=self.cfg.benchmarks,
-                                                         skipped=self.data[1])))
+        return self._finish(end_to_end_claims(self.means, benchmarks=self.cfg.benchmarks, skipped=self.data[1]))
 
 
 # --------------------------------------------------------------------------------------- the computations
@@ -211,8 +202,7 @@ def organic_candidates(ds, noisy, noised, scores, probs, n: int) -> pd.DataFrame
     rows = []
     for j in organic[np.argsort(-scores[organic], kind="stable")[:n]]:
         i = scored[j]
-        text = ds.texts[i] if isinstance(ds.texts[i], str) else " / ".join(ds.texts[i])
-        rows.append({"dataset": ds.name, "text": text, "label": ds.classes[noisy[i]],
+        rows.append({"dataset": ds.name, "text": item_text(ds.texts[i]), "label": ds.classes[noisy[i]],
                      "model says": ds.classes[int(np.asarray(probs)[j].argmax())],
                      "p(label)": float(np.exp(-scores[j]))})
     return pd.DataFrame(rows, columns=columns)

@@ -29,10 +29,10 @@ from lnlfn.benchmarks import BENCHMARKS, make_benchmark
 from lnlfn.data import load_text_dataset
 from lnlfn.experiments import (available_models, baseline_sweep, brief, make_configs, model_sweep, precision_recall_f1,
                                scored_items, sweep_configs, test_items)
-from lnlfn.pages import Page
+from lnlfn.pages import Page, comparison_table
 from lnlfn.scoring import Detection, SweepResult, cl, fme, fml, loss_detection, with_cl
 from shared.plotting import finish_figure
-from shared.report import claim_record
+from shared.report import claim_record, verdict
 from shared.tables import show_table
 
 BASELINE = "char n-gram (no pretraining)"
@@ -40,7 +40,6 @@ FIG2_METRICS = {"precision_at_cl_k": "precision at CL's threshold", "aupr": "AUP
 RUN_METRICS = ["val_loss", "val_accuracy", "aupr", "precision_at_cl_k"]
 TABLE10_METRICS = ["task_acc_noisy", "task_acc_clean", "precision", "recall", "f1", "cl_precision", "cl_recall",
                    "cl_f1"]
-COMPARISON_COLUMNS = ["item", "dataset", "method", "metric", "paper", "ours", "diff", "ours_on", "note"]
 
 
 @dataclass(frozen=True)
@@ -188,19 +187,21 @@ def survey_claims(fits: Mapping, n_runs: int, summary: pd.DataFrame, label: str,
                   benchmark: str) -> list[dict]:
     """Fig. 2 (log validation loss against AUPR and against precision at CL's threshold: r < -0.5), Fig. 7 (the
     pretrained family ``label`` has a higher AUROC than the n-gram baseline) and Table 10 (the ensemble's F1 at
-    least the averaged runs' F1 - 0.02)."""
+    least the averaged runs' F1 - 0.02). A claim whose numbers are undefined (NaN: r of a constant series, say) is
+    "not run" (``verdict``)."""
     r_aupr, r_prec = fits["aupr"]["r"], fits["precision_at_cl_k"]["r"]
     ens, avg = t10.loc["ensembled", "f1"], t10.loc["averaged", "f1"]
+    pretrained, baseline = summary.loc[label, "auroc"], summary.loc[BASELINE, "auroc"]
     return [
         claim_record("Fig. 2: across the sweep, log validation loss correlates negatively with AUPR (r < -0.5)",
-                     bool(r_aupr < -0.5), f"r = {r_aupr:.2f} over {n_runs} runs"),
+                     verdict(r_aupr < -0.5, r_aupr), f"r = {r_aupr:.2f} over {n_runs} runs"),
         claim_record("Fig. 2: log validation loss correlates negatively with precision at CL's threshold (r < -0.5)",
-                     bool(r_prec < -0.5), f"r = {r_prec:.2f}"),
+                     verdict(r_prec < -0.5, r_prec), f"r = {r_prec:.2f}"),
         claim_record(f"Fig. 7: the pretrained encoder detects errors better than the non-pretrained baseline (AUROC, "
-                     f"{benchmark})", bool(summary.loc[label, "auroc"] > summary.loc[BASELINE, "auroc"]),
+                     f"{benchmark})", verdict(pretrained > baseline, pretrained, baseline),
                      ", ".join(f"{f} {v:.3f}" for f, v in summary["auroc"].items())),
         claim_record("Table 10: the ensemble's F1 at CL's threshold is at least the averaged runs' F1 - 0.02",
-                     bool(ens >= avg - 0.02), f"ensembled {ens:.3f}, averaged {avg:.3f}"),
+                     verdict(ens >= avg - 0.02, ens, avg), f"ensembled {ens:.3f}, averaged {avg:.3f}"),
     ]
 
 
@@ -240,10 +241,7 @@ class ModelSurvey(Page):
 
     def run(self):
         """Per seed: noise the benchmark, run the baseline and every model's sweep (cached), score every run."""
-        from shared.device import select_device
-
         cfg, ds = self.cfg, self.dataset
-        device = str(select_device(self.device))
         te, scored = test_items(ds), scored_items(ds)
         baseline_configs = make_configs("all-minilm-l6-v2", cfg.baseline_configs)
         runs, self.families = [], {}
@@ -255,7 +253,7 @@ class ModelSurvey(Page):
             self.families[BASELINE, seed] = Family(base, err)
             for model, info in self.models.items():
                 configs = sweep_configs(model, cfg.n_sweep, seed=seed)
-                sweep = model_sweep(ds, noised.noisy, model=model, configs=configs, device=device,
+                sweep = model_sweep(ds, noised.noisy, model=model, configs=configs, device=self.compute_device,
                                     data_dir=self.data_dir, desc=f"{model} seed {seed}",
                                     executor=cfg.executor).restrict(te)
                 self.families[info["label"], seed] = Family(fme(sweep, k=cfg.top_k), err, sweep, k, clean)
@@ -306,8 +304,7 @@ class ModelSurvey(Page):
         return pd.concat([survey, table10], ignore_index=True)
 
     def compare_with_paper(self):
-        table = self.comparison[[c for c in COMPARISON_COLUMNS if c in self.comparison.columns]]
-        return show_table(table, {"paper": "{:.2f}", "ours": "{:.2f}", "diff": "{:+.2f}"})
+        return comparison_table(self.comparison)
 
     def claims(self) -> pd.DataFrame:
         self.comparison  # noqa: B018 -- recorded for the scorecard even when the comparison is not displayed

@@ -24,11 +24,11 @@ import pandas as pd
 from lnlfn.benchmarks import METHOD_LABELS, noise_dataset
 from lnlfn.data import load_text_dataset
 from lnlfn.experiments import make_configs, model_sweep, scored_items, selected_accuracy, test_items
-from lnlfn.pages import Page
+from lnlfn.pages import Page, comparison_table
 from lnlfn.scoring import loss_scores
 from shared.metrics.detection import wasserstein
 from shared.plotting import finish_figure
-from shared.report import claim_record, reported
+from shared.report import claim_record, reported, verdict
 from shared.tables import show_table
 
 SYNTHETIC = ("uniform", "class_dependent")
@@ -36,7 +36,6 @@ SYNTHETIC = ("uniform", "class_dependent")
 PAPER_AXIS = (75, 97)
 OURS_MEASURABLE, OURS_TRUE = "ours: measurable (noisy test)", "ours: true (clean test)"
 PAPER_TRUE, PAPER_MEASURABLE = "paper: true ({}, right axis)", "paper: measurable ({}, right axis)"
-COMPARISON_COLUMNS = ["item", "dataset", "noise", "level", "metric", "paper", "ours", "diff", "ours_on", "source", "note"]
 
 
 def realism_runs(datasets: Mapping, cfg, *, configs, kde_configs=None, device: str = "cpu", data_dir=None):
@@ -103,7 +102,8 @@ def fig3_figure(curves: pd.DataFrame, paper: pd.DataFrame, methods: Mapping, *, 
             part = curves[(curves["dataset"] == dataset) & (curves["method"] == method)]
             ax.plot(100 * part["realized"], part["measurable"], "-o", color="tab:orange", ms=3, label=OURS_MEASURABLE)
             ax.plot(100 * part["realized"], part["true"], "--o", color="tab:blue", ms=3, label=OURS_TRUE)
-            _paper_curves(ax, ref[ref["noise"] == method], paper_dataset.get(dataset), last=col == len(dataset_methods) - 1)
+            _paper_curves(ax, ref[ref["noise"] == method], paper_dataset.get(dataset),
+                          last=col == len(dataset_methods) - 1)
             ax.set_title(METHOD_LABELS.get(method, method), fontsize=10)
             ax.set_xlabel("% of split noised")
         for ax in row[len(dataset_methods):]:
@@ -161,7 +161,8 @@ def loss_figure(loss_frame: pd.DataFrame, *, loss_max: float, report=None, name:
         part = loss_frame[loss_frame["dataset"] == dataset]
         for method, rows in part.groupby("method", sort=False):
             noised_losses = np.concatenate([l[m] for l, m in zip(rows["loss"], rows["noised"])])
-            ax.plot(grid, density(noised_losses, grid), label=f"{METHOD_LABELS.get(method, method)} (n={len(noised_losses)})")
+            ax.plot(grid, density(noised_losses, grid),
+                    label=f"{METHOD_LABELS.get(method, method)} (n={len(noised_losses)})")
             ax9.plot(grid, density(np.concatenate(list(rows["loss"])), grid), label=METHOD_LABELS.get(method, method))
         first = part[part["method"] == part.iloc[0]["method"]]
         clean_losses = np.concatenate([l[~m] for l, m in zip(first["loss"], first["noised"])])
@@ -202,7 +203,8 @@ def fig3_long(curves: pd.DataFrame, paper_dataset: Mapping, profile: str) -> pd.
 def realism_claims(wd: pd.DataFrame, curves: pd.DataFrame, methods: Mapping, levels) -> list[dict]:
     """Per dataset: Table 5's ordering (uniform farthest from the clean losses; crowd majority closest), Fig. 4's
     median losses, Fig. 3's slope under uniform noise, the measurable accuracy under dissenting-label vs uniform
-    noise at the highest level, and (reported) whether the true accuracy falls more under human noise."""
+    noise at the highest level, and (reported) whether the true accuracy falls more under human noise. A claim
+    whose numbers are missing (NaN) is "not run" (``verdict``)."""
     records = []
     top = max(levels)
     for name in methods:
@@ -212,27 +214,27 @@ def realism_claims(wd: pd.DataFrame, curves: pd.DataFrame, methods: Mapping, lev
         detail = ", ".join(f"{METHOD_LABELS[m]} {v:.2f}" for m, v in w.items())
         records.append(claim_record(
             f"Table 5 ({name}): uniform noise is farther from the clean losses than every human-originated noise",
-            bool(all(w["uniform"] > w[m] for m in human)), detail))
+            verdict(all(w["uniform"] > w[m] for m in human), *w), detail))
         if "crowd_majority" in w.index:
             records.append(claim_record(f"Table 5 ({name}): crowd-majority noise is the closest to the clean losses",
-                                        bool(w.idxmin() == "crowd_majority"), detail))
+                                        verdict(w.idxmin() == "crowd_majority", *w), detail))
             mids = [m for m in ("dissenting_label", "dissenting_worker") if m in med.index]
             records.append(claim_record(
                 f"Fig. 4 ({name}): median loss of noised items: uniform > dissenting label/worker > crowd majority",
-                bool(all(med["uniform"] > med[m] > med["crowd_majority"] for m in mids)),
+                verdict(all(med["uniform"] > med[m] > med["crowd_majority"] for m in mids), *med),
                 ", ".join(f"{METHOD_LABELS[m]} {v:.2f}" for m, v in med.items())))
         uni = curves[(curves["dataset"] == name) & (curves["method"] == "uniform")]
         slope = np.polyfit(100 * uni["realized"], uni["measurable"], 1)[0]
         records.append(claim_record(
             f"Fig. 3 ({name}): measurable accuracy falls about one point per point of uniform noise "
-            "(slope between -1.2 and -0.6)", bool(-1.2 <= slope <= -0.6), f"slope {slope:.2f} pt/pt"))
+            "(slope between -1.2 and -0.6)", verdict(-1.2 <= slope <= -0.6, slope), f"slope {slope:.2f} pt/pt"))
         at_top = curves[(curves["dataset"] == name) & np.isclose(curves["level"], top)].set_index("method")
         if "dissenting_label" in at_top.index:
             label, uniform = at_top.loc["dissenting_label", "measurable"], at_top.loc["uniform", "measurable"]
             records.append(claim_record(
                 f"Fig. 3 ({name}): at {top:.0%} noise, measurable accuracy is higher under dissenting-label noise "
                 "than under uniform noise (the model partly learns human noise)",
-                bool(label > uniform), f"dissenting label {label:.1f}, uniform {uniform:.1f}"))
+                verdict(label > uniform, label, uniform), f"dissenting label {label:.1f}, uniform {uniform:.1f}"))
         drops = {}
         for method in methods[name]:
             part = curves[(curves["dataset"] == name) & (curves["method"] == method)]
@@ -240,7 +242,7 @@ def realism_claims(wd: pd.DataFrame, curves: pd.DataFrame, methods: Mapping, lev
         records.append(claim_record(
             f"(Reported, not expected of a frozen encoder) Fig. 3 ({name}): true accuracy falls more under "
             "human-originated noise than under uniform noise",
-            bool(min(drops[m] for m in drops if m not in SYNTHETIC) < drops["uniform"] - 1),
+            verdict(min(drops[m] for m in drops if m not in SYNTHETIC) < drops["uniform"] - 1, *drops.values()),
             ", ".join(f"{METHOD_LABELS[m]} {v:+.1f} pt" for m, v in drops.items())))
     return records
 
@@ -261,13 +263,11 @@ class NoiseRealism(Page):
 
     def run(self):
         """Train (or read from the cache) every run; the mean curves per dataset, method and level."""
-        from shared.device import select_device
-
         cfg = self.cfg
         configs = make_configs(cfg.model, cfg.configs)
         kde_configs = None if cfg.kde_configs is None else make_configs(cfg.model, cfg.kde_configs)
         self.runs, losses = realism_runs(self.datasets, cfg, configs=configs, kde_configs=kde_configs,
-                                         device=str(select_device(self.device)), data_dir=self.data_dir)
+                                         device=self.compute_device, data_dir=self.data_dir)
         self.report.table(self.runs, "fig3_runs")
         self.losses = pd.DataFrame(losses)
         self.curves = fig3_curves(self.runs)
@@ -311,8 +311,7 @@ class NoiseRealism(Page):
 
     def compare_with_paper(self):
         """Table 5 (every value) and Fig. 3 at the levels we ran."""
-        table = self.comparison[[c for c in COMPARISON_COLUMNS if c in self.comparison.columns]]
-        return show_table(table, {"paper": "{:.2f}", "ours": "{:.2f}", "diff": "{:+.2f}"})
+        return comparison_table(self.comparison)
 
     def claims(self) -> pd.DataFrame:
         self.comparison  # noqa: B018 -- recorded for the scorecard even when the comparison is not displayed

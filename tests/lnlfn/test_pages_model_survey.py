@@ -150,6 +150,7 @@ def test_claims_flip_at_their_thresholds():
     assert _claims(auroc=(0.92, 0.92)) == [True, True, False, True]
     assert _claims(f1=(0.40, 0.38)) == [True, True, True, True]  # within 0.02 of the averaged F1
     assert _claims(f1=(0.40, 0.379)) == [True, True, True, False]
+    assert _claims(r_aupr=float("nan")) == [None, True, True, True]  # r of a constant series: not run
 
 
 def test_page_compares_and_claims_from_its_runs(tmp_path):
