@@ -2,6 +2,7 @@
 
     claims = tabular_claims(table, datasets, compat=True, n_trials=2)     # notebook 02
     record_claims(report, claims)                                         # into shared.report.NotebookReport
+    records = claim_records(claims)                                       # as claims.json stores them
 
 A claim holds (True), does not hold (False) or was **not run** (``holds=None``): an algorithm, dataset or
 criterion it needs was not in this run's settings, or its data were absent. A claim that was not run is never
@@ -35,6 +36,13 @@ def record_claims(report, claims: Sequence[Claim]) -> None:
     """Record ``claims`` in a ``shared.report.NotebookReport`` (``holds=None`` is recorded as "not run")."""
     for claim in claims:
         report.claim(claim.statement, None if claim.holds is None else bool(claim.holds), claim.detail)
+
+
+def claim_records(claims: Sequence[Claim]) -> list[dict]:
+    """``claims`` as ``shared.report.claim_record`` stores them (for ``shared.pages.NotebookPage._finish``)."""
+    from shared.report import claim_record
+
+    return [claim_record(c.statement, None if c.holds is None else bool(c.holds), c.detail) for c in claims]
 
 
 def _not_run(statement: str, what: str) -> Claim:
@@ -106,6 +114,41 @@ def dataset_claims(stats) -> list[Claim]:
     else:
         claims.append(_not_run(statement, why(vag)))
     return claims
+
+
+# ------------------------------------------------------------------------------------------------ 01: theory
+def theory_claims(eq8: pd.DataFrame, bound: pd.DataFrame, thm2: pd.DataFrame, counter: pd.DataFrame) -> list[Claim]:
+    """Proposition 1, Theorems 1-2 and the class-dependent counterexample on ``plench.theory``'s tables
+    (``eq8_table``, ``bound_table``, ``theorem2_table``, ``class_dependent_counterexample``: classifier A first).
+
+    Eq. 8 holds when every |z| < 3; Theorem 1 when, per generator, CR ranks the classifiers exactly as ACC;
+    Proposition 1 when every row's ``holds``; Theorem 2 when the calibrated classifier (power 1) has |z| < 3; AA is
+    biased the right way when every power > 1 gives AA > ACC and every power < 1 gives AA < ACC; the counterexample
+    when A is less accurate than B but has the higher CR."""
+    classifiers = int(eq8.groupby("generator").size().max())
+    ranks_agree = all(part["ACC"].rank().equals(part["CR"].rank()) for _, part in eq8.groupby("generator"))
+    calibrated = thm2[thm2["power"] == 1]
+    sharp, flat = thm2[thm2["power"] > 1], thm2[thm2["power"] < 1]
+    a, b = counter.iloc[0], counter.iloc[1]
+    return [
+        Claim("Eq. 8: (CR - c)/(1 - c) recovers the accuracy within 3 standard errors, for every generator and "
+              "classifier", bool((eq8["z"].abs() < 3).all()),
+              f"max |z| = {eq8['z'].abs().max():.2f} over {len(eq8)} cases"),
+        Claim("Theorem 1: CR orders the classifiers exactly as accuracy does (USS and constant FPS)", ranks_agree,
+              f"{eq8['generator'].nunique()} generators x {classifiers} classifiers"),
+        Claim("Proposition 1: CR - ACC <= (1 - ACC) gamma in every case", bool(bound["holds"].all()),
+              f"largest CR - ACC {bound['CR - ACC'].max():.3f}"),
+        Claim("Theorem 2: AA equals accuracy for the calibrated classifier (within 3 SE)",
+              bool((calibrated["z"].abs() < 3).all()),
+              ", ".join(f"{g}: {d:+.4f}" for g, d in zip(calibrated["generator"], calibrated["AA - ACC"]))),
+        Claim("AA overestimates accuracy when over-confident and underestimates it when under-confident",
+              bool((sharp["AA - ACC"] > 0).all() and (flat["AA - ACC"] < 0).all()),
+              f"over-confident: +{sharp['AA - ACC'].min():.3f} or more; under-confident: "
+              f"{flat['AA - ACC'].max():+.3f} or less"),
+        Claim("With a class-dependent flipping matrix, CR can prefer the less accurate classifier",
+              bool(a["ACC"] < b["ACC"] and a["CR"] > b["CR"]),
+              f"A: ACC {a['ACC']:.3f}, CR {a['CR']:.3f}; B: ACC {b['ACC']:.3f}, CR {b['CR']:.3f}"),
+    ]
 
 
 # ------------------------------------------------------------------------------------------------ 02: tabular tables

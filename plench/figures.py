@@ -1,5 +1,6 @@
 """Plench's figures, drawn from the notebooks' tables: Figure 2 (PLCIFAR10's crowd), Figure 3 (tabular box plots),
-Figure 4 (cost per step) and Figure 1(a, b) (validation data for selection or for training).
+Figure 4 (cost per step), Figure 1(a, b) (validation data for selection or for training) and the Monte-Carlo
+check of Theorems 1 and 2 (``theory_figure``).
 
 Each function returns the matplotlib Figure (closed, so that a notebook shows it once, as the cell's value) and,
 given a ``shared.report.NotebookReport``, saves it as SVG + PNG; a figure whose data are absent is skipped with
@@ -120,3 +121,23 @@ def figure1ab(arms: pd.DataFrame, datasets: Sequence[str], alone: Mapping[str, f
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, title="validation data used for", loc="outside right center", fontsize="small")
     return finish_figure(fig, report, "fig1ab")
+
+
+def theory_figure(eq8: pd.DataFrame, thm2: pd.DataFrame, report=None):
+    """Theorem 1 / Eq. 8 and Theorem 2 (``plench.theory``'s ``eq8_table`` and ``theorem2_table``): (left) the accuracy
+    estimated from CR against the true accuracy, one line per generator, with the diagonal; (right) AA - ACC against
+    the power applied to the Bayes posterior (log scale; 1 = calibrated)."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
+    for name, part in eq8.groupby("generator", sort=False):
+        axes[0].plot(part["ACC"], part["(CR - c)/(1 - c)"], marker="o", label=name)
+    lims = [eq8["ACC"].min() - 0.02, eq8["ACC"].max() + 0.02]
+    axes[0].plot(lims, lims, color="grey", ls="--", lw=1)
+    axes[0].set(xlabel="true accuracy", ylabel="(CR - c) / (1 - c)", title="Theorem 1 / Eq. 8: CR recovers accuracy")
+    axes[0].legend(fontsize="small")
+    for name, part in thm2.groupby("generator", sort=False):
+        axes[1].plot(part["power"], part["AA - ACC"], marker="o", label=name)
+    axes[1].axhline(0, color="grey", lw=1)
+    axes[1].set(xscale="log", xlabel="posterior ** power (1 = calibrated)", ylabel="AA - ACC",
+                title="Theorem 2: AA is unbiased only when calibrated")
+    axes[1].legend(fontsize="small")
+    return finish_figure(fig, report, "theory")

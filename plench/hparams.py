@@ -5,6 +5,11 @@ every hyperparameter from its own ``RandomState(seed_hash(seed_hash(hparams_seed
 exactly as the official sweep does, so the same (hparams_seed, trial_seed) pair gives the same learning
 rate, weight decay and batch size to every algorithm (paired configurations).
 
+Each hyperparameter is a default and a distribution object (``Fixed``, ``LogUniform``, ``Pow2Int``, ``Choice``,
+``PowChoice``): called with a ``RandomState`` it draws a value exactly as the official ``hparams_registry.py``
+does, and it describes itself (``text``, ``low``, ``high``), so Table 8 can be set beside the registry
+(``plench.catalogue``). ``search_space(algorithm, arch)`` lists them.
+
 Where the official code differs from the paper's Table 8, the code's value is used with ``compat=True``
 (the default: it produced the published numbers) and the paper's with ``compat=False``:
 VALEN's warm-up default (1,000 iterations in the code, 5,000 in the paper). The batch-size grids are the
@@ -14,7 +19,8 @@ name has its own random stream, so leaving them out changes no other draw.
 """
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,91 +32,217 @@ IMAGE_ARCHS = ("resnet32", "densenet_bc")
 # True noise rates the official code hard-codes for ALIM and PiCO+ on PLCIFAR10 (Appendix E.2).
 KNOWN_NOISE_RATES = {"PLCIFAR10_Aggregate": 0.00132, "PLCIFAR10_Vaguest": 0.17556}
 
+
+def _num(value) -> str:
+    """A number as Table 8 writes it: 0.001, 8192, -4.5 (``:g``)."""
+    return f"{value:g}" if isinstance(value, (int, float, np.integer, np.floating)) else str(value)
+
+
+# ------------------------------------------------------------------------------------------------ distributions
+@dataclass(frozen=True)
+class Fixed:
+    """Not searched: every draw is ``value``."""
+
+    value: object
+
+    def __call__(self, r: np.random.RandomState):
+        return self.value
+
+    @property
+    def text(self) -> str:
+        return _num(self.value)
+
+    @property
+    def values(self) -> tuple:
+        return (self.value,)
+
+
+@dataclass(frozen=True)
+class LogUniform:
+    """``base ** Uniform(low, high)`` (Table 8: 10^Uniform(-4.5,-2.5))."""
+
+    low: float
+    high: float
+    base: int = 10
+
+    def __call__(self, r: np.random.RandomState):
+        return self.base ** r.uniform(self.low, self.high)
+
+    @property
+    def text(self) -> str:
+        return f"{self.base}^Uniform({_num(self.low)},{_num(self.high)})"
+
+    @property
+    def values(self) -> tuple:
+        return (self.base ** self.low, self.base ** self.high)  # the range's ends
+
+
+@dataclass(frozen=True)
+class Pow2Int:
+    """``2 ** int(Uniform(low, high))`` as the official code draws batch sizes: 2^low .. 2^(high-1), never 2^high."""
+
+    low: int
+    high: int
+
+    def __call__(self, r: np.random.RandomState):
+        return int(2 ** int(r.uniform(self.low, self.high)))
+
+    @property
+    def text(self) -> str:
+        return f"2^int(Uniform({self.low},{self.high}))"
+
+    @property
+    def values(self) -> tuple:
+        return tuple(2 ** k for k in range(self.low, self.high))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """``RandomChoice(values)``, each draw cast to ``cast`` (int or float)."""
+
+    choices: tuple
+    cast: type = float
+
+    def __call__(self, r: np.random.RandomState):
+        return self.cast(r.choice(list(self.choices)))
+
+    @property
+    def text(self) -> str:
+        return "RandomChoice([" + ",".join(_num(v) for v in self.choices) + "])"
+
+    @property
+    def values(self) -> tuple:
+        return tuple(self.choices)
+
+
+@dataclass(frozen=True)
+class PowChoice:
+    """``base ** RandomChoice(exponents)`` (Table 8: 0.1^RandomChoice[6,5,4,3,2,1])."""
+
+    base: float
+    exponents: tuple
+
+    def __call__(self, r: np.random.RandomState):
+        return self.base ** int(r.choice(list(self.exponents)))
+
+    @property
+    def text(self) -> str:
+        return f"{_num(self.base)}^RandomChoice([" + ",".join(_num(e) for e in self.exponents) + "])"
+
+    @property
+    def values(self) -> tuple:
+        return tuple(self.base ** e for e in self.exponents)
+
+
+Distribution = Fixed | LogUniform | Pow2Int | Choice | PowChoice
+
+
+class Hparam(NamedTuple):
+    """A hyperparameter of the registry: its default (hparams seed 0) and its random-search distribution."""
+
+    default: object
+    distribution: Distribution
+
+
+def _fixed(value) -> Hparam:
+    return Hparam(value, Fixed(value))
+
+
+def _ints(*values) -> Choice:
+    return Choice(values, int)
+
+
+def _floats(*values) -> Choice:
+    return Choice(values, float)
+
+
 _PICO_FAMILY = {
-    "feat_dim": (128, lambda r: int(r.choice([64, 128, 256]))),
-    "moco_queue": (8192, lambda r: int(r.choice([4096, 8192]))),
-    "moco_m": (0.999, lambda r: float(r.choice([0.9, 0.999]))),
-    "proto_m": (0.99, lambda r: float(r.choice([0.99, 0.9]))),
-    "loss_weight": (0.5, lambda r: float(r.choice([0.5, 1.0]))),
+    "feat_dim": Hparam(128, _ints(64, 128, 256)),
+    "moco_queue": Hparam(8192, _ints(4096, 8192)),
+    "moco_m": Hparam(0.999, _floats(0.9, 0.999)),
+    "proto_m": Hparam(0.99, _floats(0.99, 0.9)),
+    "loss_weight": Hparam(0.5, _floats(0.5, 1.0)),
 }
 
 
-def _fixed(value):
-    return value, lambda r: value
-
-
-def _specific(algorithm: str, dataset: str | None, compat: bool) -> dict[str, tuple]:
-    """name -> (default, random_fn) for the algorithm's own hyperparameters."""
+def specific_space(algorithm: str, dataset: str | None = None, compat: bool = True) -> dict[str, Hparam]:
+    """The algorithm's own hyperparameters (name -> ``Hparam``); empty for an algorithm that has none."""
     noise = KNOWN_NOISE_RATES.get(dataset or "")
     table = {
-        "POP": {"rollWindow": (5, lambda r: int(r.choice([3, 4, 5, 6, 7]))),
-                "warm_up": (20, lambda r: int(r.choice([10, 15, 20]))),
-                "theta": (1e-3, lambda r: 10 ** r.uniform(-4.5, -2.5)),
-                "inc": (1e-3, lambda r: 10 ** r.uniform(-4.5, -2.5))},
+        "POP": {"rollWindow": Hparam(5, _ints(3, 4, 5, 6, 7)),
+                "warm_up": Hparam(20, _ints(10, 15, 20)),
+                "theta": Hparam(1e-3, LogUniform(-4.5, -2.5)),
+                "inc": Hparam(1e-3, LogUniform(-4.5, -2.5))},
         "ABS_GCE": {"q": _fixed(0.7)},
         "MCL_GCE": {"q": _fixed(0.7)},
-        "LWS": {"lw_weight": (2, lambda r: int(r.choice([1, 2])))},
-        "IDGP": {"warm_up_epoch": (10, lambda r: int(r.choice([5, 10, 15, 20])))},
+        "LWS": {"lw_weight": Hparam(2, _ints(1, 2))},
+        "IDGP": {"warm_up_epoch": Hparam(10, _ints(5, 10, 15, 20))},
         "NN": {"beta": _fixed(0.0)},
-        "VALEN": {"warm_up": (1000 if compat else 5000, lambda r: int(r.choice([1000, 2000, 3000, 4000, 5000]))),
-                  "knn": (3, lambda r: int(r.choice([3, 4])))},
+        "VALEN": {"warm_up": Hparam(1000 if compat else 5000, _ints(1000, 2000, 3000, 4000, 5000)),
+                  "knn": Hparam(3, _ints(3, 4))},
         "PiCO": {"prot_start": _fixed(178), **_PICO_FAMILY, "conf_ema_range": _fixed((0.95, 0.8))},
-        "ABLE": {"feat_dim": (128, lambda r: int(r.choice([64, 128, 256]))),
-                 "loss_weight": (1.0, lambda r: float(r.choice([0.5, 1.0, 2.0]))),
-                 "temperature": (0.07, lambda r: float(r.choice([0.03, 0.05, 0.07, 0.09])))},
+        "ABLE": {"feat_dim": Hparam(128, _ints(64, 128, 256)),
+                 "loss_weight": Hparam(1.0, _floats(0.5, 1.0, 2.0)),
+                 "temperature": Hparam(0.07, _floats(0.03, 0.05, 0.07, 0.09))},
         "CRDPLL": {"lam": _fixed(1.0)},
-        "DIRK": {"momentum": (0.99, lambda r: float(r.choice([0.5, 0.9, 0.99]))),
-                 "moco_queue": (8192, lambda r: int(r.choice([4096, 8192]))),
-                 "feat_dim": (128, lambda r: int(r.choice([64, 128, 256]))),
+        "DIRK": {"momentum": Hparam(0.99, _floats(0.5, 0.9, 0.99)),
+                 "moco_queue": Hparam(8192, _ints(4096, 8192)),
+                 "feat_dim": Hparam(128, _ints(64, 128, 256)),
                  "prot_start": _fixed(178),
-                 "weight": (1.0, lambda r: float(r.choice([0.1, 0.3, 0.5, 0.7, 0.9, 1.0]))),
-                 "dist_temperature": (0.4, lambda r: float(r.choice([0.2, 0.4, 0.6]))),
-                 "feat_temperature": (0.07, lambda r: float(r.choice([0.03, 0.05, 0.07, 0.09])))},
+                 "weight": Hparam(1.0, _floats(0.1, 0.3, 0.5, 0.7, 0.9, 1.0)),
+                 "dist_temperature": Hparam(0.4, _floats(0.2, 0.4, 0.6)),
+                 "feat_temperature": Hparam(0.07, _floats(0.03, 0.05, 0.07, 0.09))},
         "FREDIS": {"theta": _fixed(1e-6), "delta": _fixed(1.0),
-                   "inc": (1e-6, lambda r: 0.1 ** int(r.choice([6, 5, 4, 3, 2, 1]))),
-                   "dec": (1e-6, lambda r: 0.1 ** int(r.choice([6, 5, 4, 3, 2, 1]))),
-                   "change_size": (500, lambda r: int(r.choice([50, 100, 300, 500, 800, 1000]))),
-                   "times": (2, lambda r: int(r.choice([1, 2, 3, 4, 5]))),
-                   "update_interval": (20, lambda r: int(r.choice([10, 20]))),
-                   "lam": (10.0, lambda r: float(r.choice([1.0, 10.0]))),
-                   "alpha": (1.0, lambda r: float(r.choice([0.001, 0.01, 0.1, 1.0])))},
+                   "inc": Hparam(1e-6, PowChoice(0.1, (6, 5, 4, 3, 2, 1))),
+                   "dec": Hparam(1e-6, PowChoice(0.1, (6, 5, 4, 3, 2, 1))),
+                   "change_size": Hparam(500, _ints(50, 100, 300, 500, 800, 1000)),
+                   "times": Hparam(2, _ints(1, 2, 3, 4, 5)),
+                   "update_interval": Hparam(20, _ints(10, 20)),
+                   "lam": Hparam(10.0, _floats(1.0, 10.0)),
+                   "alpha": Hparam(1.0, _floats(0.001, 0.01, 0.1, 1.0))},
         "ALIM": {"prot_start": _fixed(178), **_PICO_FAMILY, "conf_ema_range": _fixed((0.95, 0.8)),
-                 "start_epoch": (40, lambda r: int(r.choice([20, 40, 80, 100, 140]))),
+                 "start_epoch": Hparam(40, _ints(20, 40, 80, 100, 140)),
                  "loss_weight_mixup": _fixed(1.0), "mixup_alpha": _fixed(4.0),
                  "noise_rate": _fixed(noise) if noise is not None else
-                 (0.2, lambda r: float(r.choice([0.1, 0.2, 0.3, 0.4, 0.5, 0.7])))},
-        "PiCO_plus": {"prot_start": (250, lambda r: int(r.choice([1, 250]))), **_PICO_FAMILY,
+                 Hparam(0.2, _floats(0.1, 0.2, 0.3, 0.4, 0.5, 0.7))},
+        "PiCO_plus": {"prot_start": Hparam(250, _ints(1, 250)), **_PICO_FAMILY,
                       "conf_ema_range": _fixed((0.95, 0.8)),
                       "pure_ratio": _fixed(1 - noise) if noise is not None else
-                      (1.0, lambda r: float(r.choice([0.6, 0.8, 0.95, 0.99, 1.0]))),
-                      "knn_start": (5000, lambda r: int(r.choice([2, 100, 5000]))),
-                      "n_knn": (16, lambda r: int(r.choice([8, 16]))),
-                      "temperature_guess": (0.07, lambda r: float(r.choice([0.1, 0.07]))),
-                      "ur_weight": (0.1, lambda r: float(r.choice([0.1, 0.5]))),
-                      "cls_weight": (2.0, lambda r: float(r.choice([2.0, 3.0, 5.0])))},
+                      Hparam(1.0, _floats(0.6, 0.8, 0.95, 0.99, 1.0)),
+                      "knn_start": Hparam(5000, _ints(2, 100, 5000)),
+                      "n_knn": Hparam(16, _ints(8, 16)),
+                      "temperature_guess": Hparam(0.07, _floats(0.1, 0.07)),
+                      "ur_weight": Hparam(0.1, _floats(0.1, 0.5)),
+                      "cls_weight": Hparam(2.0, _floats(2.0, 3.0, 5.0))},
     }
     return table.get(algorithm, {})
 
 
-def _global(arch: str) -> dict[str, tuple]:
+def global_space(arch: str) -> dict[str, Hparam]:
+    """Learning rate, batch size and weight decay of every algorithm: Table 8's "ResNet" rows for ``IMAGE_ARCHS``,
+    its "MLP" rows otherwise."""
     image = arch in IMAGE_ARCHS
     return {
-        "lr": (1e-3, lambda r: 10 ** r.uniform(-4.5, -2.5)),
-        "batch_size": (256, lambda r: int(2 ** int(r.uniform(6, 9)))) if image else
-                      (128, lambda r: int(2 ** int(r.uniform(5, 8)))),
-        "weight_decay": (1e-5, lambda r: 10 ** r.uniform(-6, -3)),
+        "lr": Hparam(1e-3, LogUniform(-4.5, -2.5)),
+        "batch_size": Hparam(256, Pow2Int(6, 9)) if image else Hparam(128, Pow2Int(5, 8)),
+        "weight_decay": Hparam(1e-5, LogUniform(-6, -3)),
     }
+
+
+def search_space(algorithm: str, arch: str, *, dataset: str | None = None, compat: bool = True) -> dict[str, Hparam]:
+    """Every hyperparameter of one run (name -> ``Hparam``): the global ones, then the algorithm's own."""
+    from plench.algorithms import ALGORITHMS
+
+    if algorithm not in ALGORITHMS:
+        raise unknown_choice("algorithm", algorithm, ALGORITHMS)
+    return {**global_space(arch), **specific_space(algorithm, dataset, compat)}
 
 
 def hparams_for(algorithm: str, arch: str, *, hparams_seed: int = 0, trial_seed: int = 0,
                 dataset: str | None = None, compat: bool = True) -> dict:
     """The hyperparameters of one run: defaults for ``hparams_seed == 0``, random draws otherwise."""
-    from plench.algorithms import ALGORITHMS
-
-    if algorithm not in ALGORITHMS:
-        raise unknown_choice("algorithm", algorithm, ALGORITHMS)
-    spaces: dict[str, tuple[object, Callable]] = {**_global(arch), **_specific(algorithm, dataset, compat)}
+    spaces = search_space(algorithm, arch, dataset=dataset, compat=compat)
     if hparams_seed == 0:
-        return {name: default for name, (default, _) in spaces.items()}
+        return {name: hp.default for name, hp in spaces.items()}
     base = seed_hash(hparams_seed, trial_seed)
-    return {name: draw(np.random.RandomState(seed_hash(base, name))) for name, (_, draw) in spaces.items()}
+    return {name: hp.distribution(np.random.RandomState(seed_hash(base, name))) for name, hp in spaces.items()}

@@ -130,7 +130,7 @@ class POP(PRODEN):
 
 @register
 class ABS_MAE(LossAlgorithm):
-    """ABS-MAE (Lv et al., 2024): ``mean_B sum_j (s_j/|S|) ||p - e_j||_1`` = ``(1/|S|) sum_{j in S} (2 - 2 p_j)``."""
+    """ABS-MAE (Lv et al., 2024a): ``mean_B sum_j (s_j/|S|) ||p - e_j||_1`` = ``(1/|S|) sum_{j in S} (2 - 2 p_j)``."""
 
     name, display, group = "ABS_MAE", "ABS-MAE", "vanilla PLL"
 
@@ -142,7 +142,7 @@ class ABS_MAE(LossAlgorithm):
 
 @register
 class ABS_GCE(LossAlgorithm):
-    """ABS-GCE (Lv et al., 2024): ``mean_B (1/|S|) sum_{j in S} (1 - p_j^q) / q`` with q = ``hparams["q"]`` (0.7)."""
+    """ABS-GCE (Lv et al., 2024a): ``mean_B (1/|S|) sum_{j in S} (1 - p_j^q) / q`` with q = ``hparams["q"]`` (0.7)."""
 
     name, display, group = "ABS_GCE", "ABS-GCE", "vanilla PLL"
 

@@ -57,7 +57,7 @@ def test_featurizers(arch, shape, width, params):
     assert out.shape == (3, f.n_outputs) and (width is None or f.n_outputs == width)
     if params:
         assert sum(p.numel() for p in f.parameters()) == params
-    if arch == "resnet32":  # ~0.46M parameters with the linear head (spec §3.5)
+    if arch == "resnet32":  # ~0.46M parameters with the linear head (the official code's ResNet-32, as in the paper's Appendix)
         assert 0.45e6 < sum(p.numel() for p in f.parameters()) + 64 * 10 + 10 < 0.47e6
     with pytest.raises(ConfigError, match="unknown network"):
         featurizer("lenet", shape)

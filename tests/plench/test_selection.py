@@ -160,7 +160,7 @@ def test_criterion_summary_reproduces_the_specs_derived_anchors_from_the_papers_
     from shared.report import reported
 
     paper = reported("plench", "results").query("metric == 'test_acc'")
-    anchors = {  # spec §2 "Derived anchors": mean gaps, rho(CR, OA&ES), rows with CR > AA
+    anchors = {  # derived from the paper's Tables 1-4: mean gaps, rho(CR, OA&ES), rows with CR > AA
         "Table 1": (0.85, 5.50, 2.43, 0.990, "21/26"), "Table 2": (1.58, 8.34, 1.89, 0.982, "24/26"),
         "Table 7": (1.73, 3.58, 1.39, 0.917, "16/20"), "Table 14": (2.92, 7.74, 1.36, 0.600, "12/20"),
     }
