@@ -54,4 +54,4 @@ lab: setup
 	$(BIN)/jupyter lab
 
 clean-runs:
-	rm -rf runs book/_build book/_toc.yml book/scorecard.md book/papers
+	rm -rf runs book/_build book/_toc.yml book/scorecard.md book/status.md book/papers

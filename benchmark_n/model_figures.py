@@ -120,17 +120,20 @@ def predictions_grid(images: list[np.ndarray], truth: list[list[dict]], predicti
 def bars(frame: pd.DataFrame, metrics, title: str, report=None, name: str = "figure", paper: pd.DataFrame | None = None):
     """One bar group per row of ``frame`` (index = setting), one bar per metric (%); the paper's values of the same
     settings and metrics as grey markers when given (``paper``: same index and columns)."""
-    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(frame), 3.6))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 + 1.3 * len(frame)), 3.6))
     x = np.arange(len(frame))
     width = 0.8 / len(metrics)
+    paper_labelled = False
     for i, metric in enumerate(metrics):
         ax.bar(x + (i - (len(metrics) - 1) / 2) * width, frame[metric], width=width, label=metric.replace("_", " "))
         if paper is not None and metric in paper:
             ax.scatter(x + (i - (len(metrics) - 1) / 2) * width, paper.reindex(frame.index)[metric],
-                       color=PAPER_COLOR, marker="_", s=200, zorder=3)
+                       color=PAPER_COLOR, marker="_", s=200, zorder=3, label=None if paper_labelled else "paper")
+            paper_labelled = True
     ax.set_xticks(x, frame.index, rotation=20)
-    ax.set(title=title, ylabel="%")
-    ax.legend(fontsize="small")
+    ax.set_ylabel("%")
+    ax.set_title(title, fontsize="small", wrap=True)
+    ax.legend(fontsize="small", loc="best")
     fig.tight_layout()
     return finish_figure(fig, report, name)
 

@@ -550,8 +550,8 @@ def _runs_on_executor(model, train: tuple, texts, configs: tuple, spec, *, cache
     ``<cache root>/lnlfn-finetune/.submitit/<sweep>``, ``<sweep>`` 16 hex digits of SHA-256 over the model's
     fingerprint, the train items and labels, the eval items, K and the task: two sweeps over different data or
     models never share a ledger, and the same sweep with more configs finds its earlier jobs. A job's unit (what
-    the ledger names) is the config's name with its cache key. Each run is its own array task unless the spec's
-    ``chunk`` says otherwise.
+    the ledger names) is the config's name with its cache key. Each run is its own array task unless the executor
+    spec's ``chunk`` says otherwise.
     """
     from shared.sweep import map_jobs
 

@@ -12,7 +12,10 @@ Modules (import what you need; nothing heavy is imported here):
 - ``shared.training``  torch training loop with progress bars and AMP
 - ``shared.plotting``  figure style; every figure saved as PNG and SVG
 - ``shared.report``    paper-vs-ours tables and qualitative claims of a notebook
-- ``shared.catalog``   each paper's list of tables and figures
+- ``shared.catalog``   each paper's list of tables and figures (``items.yaml``)
+- ``shared.scorecard`` how close each item is to the paper; the README's and the landing page's status rows
+- ``shared.pages``     the common part of a notebook's page object
+- ``shared.tables``    tables as pages show them: formatted, long ones interactive (offline)
 - ``shared.run``       batch runner (``python -m shared.run``)
 - ``shared.book``      assembles and builds the book (``python -m shared.book``)
 """

@@ -3,7 +3,8 @@
     python -m shared.book                 # smoke profile: runs/smoke -> book/_build/html
     python -m shared.book --profile full --no-build
 
-Generated (not committed): ``book/_toc.yml``, ``book/scorecard.md`` and ``book/papers/<paper>/`` with the
+Generated (not committed): ``book/_toc.yml``, ``book/scorecard.md``, ``book/status.md`` (the landing page's
+status table) and ``book/papers/<paper>/`` with the
 paper's index page (its ``index.md`` plus a table of its items) and the executed notebooks. Pages are plain
 MyST markdown and notebooks, so the book stays portable to Jupyter Book 2.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from shared.paths import REPO_ROOT, paper_dir, runs_dir
 from shared.preflight import paper_needs
 from shared.profiles import check_profile, notebook_settings
 from shared.report import claims_frame
+from shared.scorecard import item_frame, paper_summary, status_frame
 
 BOOK = REPO_ROOT / "book"
 HIDDEN_PARAMETERS = {"out_dir"}
@@ -78,9 +81,13 @@ def reproduce_note(record: dict) -> str:
     return "\n".join(lines + [":::"])
 
 
+#: a cell that displays a page's full settings table (``page.settings_table()``, LNLFN 04's ``page.settings()``)
+SHOWS_SETTINGS = re.compile(r"\.settings(_table)?\(\)\s*$")
+
+
 def prepare_notebook(source: Path, target: Path, record: dict) -> None:
     """Copy an executed notebook for the book: papermill's injected cell becomes the page's "Reproduce" box
-    (``reproduce_note``); the parameters cell is folded."""
+    (``reproduce_note``, which names the parameters); the parameters cell and the full settings table are folded."""
     nb = json.loads(source.read_text())
     cells = []
     for cell in nb["cells"]:
@@ -89,6 +96,8 @@ def prepare_notebook(source: Path, target: Path, record: dict) -> None:
             cell = {"cell_type": "markdown", "metadata": {}, "source": reproduce_note(record).splitlines(True)}
         elif "parameters" in tags:
             cell["metadata"]["tags"] = sorted(set(tags) | {"hide-input"})
+        elif cell["cell_type"] == "code" and SHOWS_SETTINGS.search("".join(cell["source"])):
+            cell["metadata"]["tags"] = sorted(set(tags) | {"hide-output"})  # every setting, one click away
         cells.append(cell)
     nb["cells"] = cells
     target.write_text(json.dumps(nb, indent=1))
@@ -100,16 +109,6 @@ def _fmt(value) -> str:
     if isinstance(value, (int, float)):
         return f"{int(value):d}" if float(value).is_integer() else f"{value:.4g}"
     return str(value).replace("|", "\\|")
-
-
-COMPARISON_ORDER = ("item", "metric", "paper", "ours", "diff", "ours_on", "source")
-
-
-def tidy_comparison(frame: pd.DataFrame) -> pd.DataFrame:
-    """Key columns first (after item), then metric, paper, ours, diff, what ours ran on, and the source."""
-    frame = frame.drop(columns=[c for c in ("note",) if c in frame.columns])
-    keys = [c for c in frame.columns if c not in COMPARISON_ORDER]
-    return frame[["item", *keys, *[c for c in COMPARISON_ORDER[1:] if c in frame.columns]]]
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
@@ -133,6 +132,10 @@ def notebook_results(profile: str, record: dict) -> tuple[pd.DataFrame, list[dic
 def paper_index(catalog: PaperCatalog, records: dict) -> str:
     """The paper's own index.md followed by the list of its tables and figures and their status."""
     own = (catalog.folder / "index.md").read_text() if (catalog.folder / "index.md").exists() else f"# {catalog.title}\n"
+    title, _, rest = own.partition("\n")
+    sources = " · ".join(f"[{k}]({v})" for k, v in catalog.links.items())
+    cite = f" {{cite:p}}`{catalog.bib}`" if catalog.bib else ""
+    own = f"{title}\n\n*{catalog.citation}*{cite}" + (f" · {sources}" if sources else "") + "\n" + rest
     rows = []
     for item in catalog.items:
         status = notebook_status(catalog.paper, item.notebook, records, catalog.folder)
@@ -141,55 +144,73 @@ def paper_index(catalog: PaperCatalog, records: dict) -> str:
     return own.rstrip() + "\n\n## Tables and figures\n\n" + markdown_table(pd.DataFrame(rows))
 
 
+def _results_of(profile: str, records: dict):
+    def results_of(paper: str, notebook: str):
+        record = records.get(f"{paper}/{notebook}")
+        return notebook_results(profile, record) if record else None
+    return results_of
+
+
+def _percent(value) -> str:
+    return "—" if value is None or pd.isna(value) else f"{value:.0%}"
+
+
+def _number(value) -> str:
+    return "—" if value is None or pd.isna(value) else f"{value:.3g}"
+
+
 def scorecard(catalogs: list[PaperCatalog], records: dict, profile: str) -> str:
-    """The replication scorecard: per paper, how many items are replicated, and every comparison."""
+    """The closeness scorecard (``shared.scorecard``): an overview row per paper, then per paper one row per item
+    (state, numbers compared, share within the item's tolerance, median |diff|, its notebook's claims) and the
+    claims themselves."""
+    results_of = _results_of(profile, records)
+    run_status = lambda paper, nb: notebook_status(paper, nb, records, paper_dir(paper))  # noqa: E731
     overview, sections = [], []
     for catalog in catalogs:
-        statuses = [notebook_status(catalog.paper, i.notebook, records, catalog.folder)
-                    for i in catalog.items]
-        notebooks = sorted({i.notebook for i in catalog.items if i.notebook and (catalog.folder / i.notebook).exists()})
-        n_numbers = n_ours = n_claims = n_hold = n_not_run = 0
-        body = [f"## {catalog.title}\n", f"*{catalog.citation}* · [chapter](papers/{catalog.paper}/index.md)\n"]
-        for nb in notebooks:
-            record = records.get(f"{catalog.paper}/{nb}")
-            if not record:
-                continue
-            comparison, claims = notebook_results(profile, record)
-            n_numbers += len(comparison)
-            n_ours += int(pd.to_numeric(comparison.get("ours", pd.Series(dtype=float)), errors="coerce").notna().sum())
-            n_claims += len(claims)
-            n_hold += sum(c["holds"] is True for c in claims)
-            n_not_run += sum(c["holds"] is None for c in claims)
-            body.append(f"### [{Path(nb).stem}](papers/{catalog.paper}/{nb}) — {record['status']}\n")
-            if claims:
-                shown = claims_frame(claims)
-                shown["verdict"] = shown["verdict"].replace({"no": "**no**"})
-                body.append("Claims checked in this run:\n\n" + markdown_table(shown))
-            if not comparison.empty:
-                shown = tidy_comparison(comparison)
-                table = markdown_table(shown)
-                if len(shown) > 12:
-                    table = f":::{{dropdown}} Paper vs ours: {len(shown)} numbers\n{table}:::\n"
-                body.append("Paper vs ours:\n\n" + table)
-        overview.append({
-            "paper": f"[{catalog.paper}](papers/{catalog.paper}/index.md)",
-            "items": len(catalog.items),
-            "replicated (ran)": statuses.count("ok"),
-            "failed": statuses.count("failed"),
-            "missing": statuses.count("missing") + statuses.count("not run"),
-            "paper numbers compared": f"{n_ours}/{n_numbers}",
-            "claims holding": f"{n_hold}/{n_claims - n_not_run}" + (f" ({n_not_run} not run)" if n_not_run else ""),
+        items = item_frame(catalog, results_of, run_status)
+        summary = paper_summary(catalog, items)
+        summary["paper"] = f"[{catalog.short}](papers/{catalog.paper}/index.md)"
+        overview.append(summary)
+        shown = pd.DataFrame({
+            "item": items["item"], "title": items["title"],
+            "notebook": [f"[{Path(nb).stem}](papers/{catalog.paper}/{nb})" if run in ("ok", "failed") else (nb or "—")
+                         for nb, run in zip(items["notebook"], items["run"])],
+            "state": items["state"], "run": items["run"],
+            "compared": [f"{c} of {n}" if n else "—" for c, n in zip(items["compared"], items["paper numbers"])],
+            "within tolerance": [f"{_percent(w)} ({t})" if w is not None and not pd.isna(w) else "—"
+                                 for w, t in zip(items["within tolerance"], items["tolerance"])],
+            "median abs diff": [_number(v) for v in items["median |diff|"]],
+            "claims held / not / not run": [f"{h} / {n} / {r}" if run == "ok" else "—" for h, n, r, run in
+                                            zip(items["held"], items["not held"], items["not run"], items["run"])],
         })
+        body = [f"## {catalog.title}\n", f"*{catalog.citation}* · [chapter](papers/{catalog.paper}/index.md)"
+                + "".join(f" · [{k}]({v})" for k, v in catalog.links.items()) + "\n", markdown_table(shown)]
+        for nb in dict.fromkeys(items.loc[items["run"] == "ok", "notebook"]):
+            _, claims = results_of(catalog.paper, nb)
+            if claims:
+                frame = claims_frame(claims)
+                frame["verdict"] = frame["verdict"].replace({"no": "**no**"})
+                body.append(f":::{{dropdown}} Claims checked by {Path(nb).stem}\n{markdown_table(frame)}:::\n")
         sections.append("\n".join(body))
     intro = (
         "# Replication scorecard\n\n"
-        f"Profile: **{profile}**. "
-        + ("In the smoke profile every number comes from offline stand-in data at small scale, so values "
-           "are not expected to match the paper; the qualitative claims are what a smoke run can check. "
-           if profile == "smoke" else "")
-        + "An item counts as replicated when its notebook ran; *missing* items have no notebook yet.\n\n"
+        f"Profile: **{profile}**. For every table and figure of the five papers: how far it has been run "
+        "(*state*: smoke, rehearsal — the full profile's code on stand-in data in the real formats — or full), "
+        "how many of the paper's numbers ours were compared with, the share of those within the item's stated "
+        "tolerance (in the paper's units, or ± a share of the paper's number), the median absolute difference, "
+        "and the paper's claims checked by the item's notebook. "
+        + ("In the smoke profile every number comes from offline stand-in data at small scale, so few numbers are "
+           "expected within tolerance; the claims are what a smoke run can check. " if profile == "smoke" else "")
+        + "Each notebook page shows the comparison itself.\n\n"
     )
     return intro + markdown_table(pd.DataFrame(overview)) + "\n" + "\n".join(sections)
+
+
+def status_page(catalogs: list[PaperCatalog]) -> str:
+    """The landing page's status table (the README's rows, ``shared.scorecard.status_frame``), chapters linked."""
+    frame = status_frame(catalogs).drop(columns=["folder"])
+    frame["paper"] = [f"[{c.short}](papers/{c.paper}/index.md)" for c in catalogs]
+    return markdown_table(frame)
 
 
 def assemble(profile: str, book: Path = BOOK) -> Path:
@@ -215,11 +236,12 @@ def assemble(profile: str, book: Path = BOOK) -> Path:
             chapter["sections"] = sections
         chapters.append(chapter)
     (book / "scorecard.md").write_text(scorecard(catalogs, records, profile))
+    (book / "status.md").write_text(status_page(catalogs))
     toc = {
         "format": "jb-book",
         "root": "intro",
         "parts": [
-            {"caption": "Using this book", "chapters": [{"file": "running"}, {"file": "scorecard"}]},
+            {"caption": "Using this book", "chapters": [{"file": "running"}, {"file": "scorecard"}, {"file": "references"}]},
             {"caption": "Papers", "chapters": chapters},
         ],
     }
@@ -232,13 +254,27 @@ LOADING_ATTRIBUTES = {("script", "src"), ("img", "src"), ("iframe", "src"), ("so
                       ("audio", "src"), ("embed", "src"), ("link", "href")}
 
 
+#: what a script imports or fetches by address: ``import ... from "url"``, ``import("url")``, ``fetch("url")``
+SCRIPT_LOADS = re.compile(r"""(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\bfetch\s*\(\s*)["'`]([^"'`]+)["'`]""")
+
+
 class _Loads(HTMLParser):
     def __init__(self):
         super().__init__()
         self.urls = []
+        self._in_script = False
+
+    def handle_endtag(self, tag):
+        if tag == "script":
+            self._in_script = False
+
+    def handle_data(self, data):
+        if self._in_script:  # an inline script (e.g. an interactive table's module) may import from a CDN
+            self.urls += SCRIPT_LOADS.findall(data)
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
+        self._in_script = tag == "script"
         if tag == "link" and not set(str(attrs.get("rel", "")).lower().split()) & {"stylesheet", "icon", "preload",
                                                                                   "modulepreload", "prefetch"}:
             return
@@ -249,8 +285,8 @@ class _Loads(HTMLParser):
 
 def external_loads(site: Path) -> dict[str, list[str]]:
     """Per page of the built ``site`` (relative path), the URLs it loads from another host when it opens: scripts,
-    stylesheets, icons, images and frames given as ``http(s)://`` or ``//`` addresses. A book read offline needs
-    none."""
+    stylesheets, icons, images and frames given as ``http(s)://`` or ``//`` addresses, and modules that inline
+    scripts import or fetch from one. A book read offline needs none."""
     found = {}
     for page in sorted(Path(site).rglob("*.html")):
         parser = _Loads()

@@ -37,8 +37,11 @@ class NotebookPage:
         return self.cfg.to_frame()
 
     def _finish(self, records: list[dict]) -> pd.DataFrame:
-        """Record the claims, write the report files, and return the claims table for display."""
-        self.report.claims.extend(records)
+        """Record the claims, write the report files, and return the claims table for display. Calling it again
+        (a notebook cell run twice) replaces the claims it recorded before instead of adding them twice."""
+        recorded = getattr(self, "_recorded_claims", [])
+        self.report.claims[:] = [c for c in self.report.claims if not any(c is r for r in recorded)] + list(records)
+        self._recorded_claims = list(records)
         self.report.finish()
         return claims_frame(records)
 

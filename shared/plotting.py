@@ -15,9 +15,22 @@ def set_style() -> None:
 
     sns.set_theme(style="whitegrid", context="notebook", palette="colorblind")
     matplotlib.rcParams.update({
-        "figure.dpi": 100, "savefig.dpi": 150, "savefig.bbox": "tight", "svg.fonttype": "none",
+        "figure.dpi": 100, "savefig.dpi": 200, "savefig.bbox": "tight", "svg.fonttype": "none",
         "axes.titlesize": "medium", "figure.autolayout": False,
     })
+    _inline_retina()
+
+
+def _inline_retina() -> None:
+    """In a notebook, show figures as PNG at twice ``figure.dpi`` (200 dpi) at their nominal size, so they stay
+    sharp in the book and on high-density screens; the saved SVG and 200-dpi PNG are the files to reuse."""
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("retina")
 
 
 def save_figure(fig, path_stem: str | Path) -> list[Path]:

@@ -148,6 +148,19 @@ def plan_jobs(args, profile: str, out_root: Path) -> list[dict]:
     return jobs
 
 
+def interleaved(jobs: list[dict]) -> list[dict]:
+    """The jobs in submission order: one notebook of each paper in turn, each paper's in its own order.
+
+    A paper's notebooks share cached artifacts (CILN's voters, a paper's training runs): two of them started together
+    would have one wait on the other's lock while a slot idles. Taking papers in turn lets another paper's notebook
+    use that slot; results do not depend on the order."""
+    by_paper: dict[str, list[dict]] = {}
+    for job in jobs:
+        by_paper.setdefault(job["paper"], []).append(job)
+    queues = list(by_paper.values())
+    return [queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)]
+
+
 def executor_spec(args):
     """The executor the options ask for (``shared.executor``): local processes, Slurm jobs or in-process."""
     from shared.executor import ExecutorSpec
@@ -192,8 +205,8 @@ def run_batch(args) -> int:
     bar = progress(total=len(todo), desc="notebooks", leave=True)
     executor = make_executor(spec, out_root / ".submitit")
     try:
-        submitted = executor.submit_array(execute_job, [(job,) for job in todo]) if todo else []
-        planned = dict(zip(map(id, submitted), todo))
+        submitted = executor.submit_array(execute_job, [(job,) for job in interleaved(todo)]) if todo else []
+        planned = dict(zip(map(id, submitted), interleaved(todo)))
         for handle in as_completed(submitted):
             job = planned[id(handle)]
             try:

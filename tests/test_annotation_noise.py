@@ -1,4 +1,4 @@
-"""Label noising on an annotation matrix (shared.noise.annotations; LNLFN spec §3.2)."""
+"""Label noising on an annotation matrix (shared.noise.annotations; LNLFN's Section 3.2 and Appendix A)."""
 import numpy as np
 import pytest
 

@@ -9,6 +9,8 @@ import yaml
 from shared.book import (BOOK, assemble, build, external_loads, markdown_table, notebook_status, prepare_notebook,
                          reproduce_note)
 from shared.ledger import Ledger
+import shared.tables as tables
+from shared.tables import show_table
 
 
 def test_markdown_table_formats_numbers_and_escapes_pipes():
@@ -17,7 +19,9 @@ def test_markdown_table_formats_numbers_and_escapes_pipes():
 
 
 def test_prepare_notebook_replaces_injected_parameters(tmp_path):
-    cells = [nbformat.v4.new_code_cell('profile = "smoke"'), nbformat.v4.new_code_cell('profile = "full"\nout_dir = "/abs"')]
+    cells = [nbformat.v4.new_code_cell('profile = "smoke"'), nbformat.v4.new_code_cell('profile = "full"\nout_dir = "/abs"'),
+             nbformat.v4.new_code_cell("page = Page(profile)\npage.settings_table()"),
+             nbformat.v4.new_code_cell("page.settings_table().data.shape\npage.table()")]
     cells[0].metadata["tags"] = ["parameters"]
     cells[1].metadata["tags"] = ["injected-parameters"]
     (tmp_path / "in.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook(cells=cells)))
@@ -26,6 +30,8 @@ def test_prepare_notebook_replaces_injected_parameters(tmp_path):
     prepare_notebook(tmp_path / "in.ipynb", tmp_path / "out.ipynb", record)
     out = json.loads((tmp_path / "out.ipynb").read_text())
     assert "hide-input" in out["cells"][0]["metadata"]["tags"]
+    assert out["cells"][2]["metadata"]["tags"] == ["hide-output"]  # the settings table is folded
+    assert "tags" not in out["cells"][3]["metadata"]  # a cell that shows something else is not
     note = "".join(out["cells"][1]["source"])
     assert out["cells"][1]["cell_type"] == "markdown" and "profile='full'" in note and "/abs" not in note
     assert note.startswith(":::{admonition} Reproduce this page") and note.endswith(":::")
@@ -72,9 +78,14 @@ def test_assemble_writes_toc_scorecard_and_pages(tmp_path, monkeypatch):
     assert chapters[0] == {"file": "papers/ciln/index", "sections": [{"file": "papers/ciln/01_benchmark"}]}
     assert [c["file"] for c in chapters[1:]] == [f"papers/{p}/index" for p in ("benchmark_n", "lnlfn", "plench", "noisywikihow")]
     scorecard = (book / "scorecard.md").read_text()
-    assert "| [ciln](papers/ciln/index.md) | 10 | 1 | 0 | 9 | 1/1 | 0/1 (1 not run) |" in scorecard
+    assert "| [CILN](papers/ciln/index.md) | 10 | 10 | 1 | 0 | 1 of 1 | 100% | 0 | 1 | 1 |" in scorecard
+    assert ("| Table I | Summary of the benchmark instantiations (with Algorithm 1) | [01_benchmark](papers/ciln/"
+            "01_benchmark.ipynb) | rehearsal | ok | 1 of 1 | 100% (±5 %) | 0 | 0 / 1 / 1 |") in scorecard
     assert "| c | **no** | d |" in scorecard and "| e | not run | not computed |" in scorecard
+    status = (book / "status.md").read_text()
+    assert "| [LNLFN](papers/lnlfn/index.md) |" in status and "(not: Table 7)" in status
     index = (book / "papers" / "ciln" / "index.md").read_text()
+    assert "{cite:p}`islam2026ciln`" in index and "(https://github.com/sh-islam/ciln-bench)" in index
     assert "| Table I |" in index and "[01_benchmark](01_benchmark.ipynb) | ok |" in index
     assert "| Fig. 1 |" in index and "| not run |" in index  # a notebook exists but is not in the manifest
     assert "| missing |" in (book / "papers" / "plench" / "index.md").read_text()
@@ -91,15 +102,20 @@ def test_status_of_items():
     assert notebook_status("ciln", "01_benchmark.ipynb", {"ciln/01_benchmark.ipynb": {"status": "failed"}}, folder) == "failed"
 
 
-def test_the_built_book_renders_math_from_its_own_files_and_loads_nothing_from_the_network(tmp_path):
+def test_the_built_book_renders_math_from_its_own_files_and_loads_nothing_from_the_network(tmp_path, monkeypatch):
+    """Math, and an interactive long table (shared.tables), with no network."""
     book = tmp_path / "book"
     book.mkdir()
     shutil.copy(BOOK / "_config.yml", book)
     (book / "_toc.yml").write_text("format: jb-book\nroot: index\nchapters:\n- file: page\n")
     (book / "index.md").write_text("# Home\n\nInline $a^2 + b^2$ and a display:\n\n$$\\sum_i x_i$$\n")
+    long_table = show_table(pd.DataFrame({"setting": [f"row{i}" for i in range(40)], "acc": range(40)}))
+    monkeypatch.setattr(tables, "_bundle_shown", False)
     cells = [nbformat.v4.new_markdown_cell("# A notebook\n\nIts math: $\\hat{y} = f(x)$."),
              nbformat.v4.new_code_cell("1 + 1", outputs=[nbformat.v4.new_output("execute_result", {"text/plain": "2"},
-                                                                                 execution_count=1)])]
+                                                                                 execution_count=1)]),
+             nbformat.v4.new_code_cell("show_table(long)", outputs=[nbformat.v4.new_output(
+                 "execute_result", {"text/html": long_table._repr_html_(), "text/plain": "table"}, execution_count=2)])]
     nb = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                                         "language": "python"}})
     (book / "page.ipynb").write_text(nbformat.writes(nb))
@@ -109,6 +125,7 @@ def test_the_built_book_renders_math_from_its_own_files_and_loads_nothing_from_t
     for page in ("index.html", "page.html"):
         html = (site / page).read_text()
         assert 'src="_static/mathjax/tex-chtml.js"' in html, page  # MathJax from the book itself
+    assert "_itables_2_9_1" in (site / "page.html").read_text()  # the table's DataTables bundle is in the page
     assert (site / "_static" / "mathjax" / "tex-chtml.js").stat().st_size > 100_000
 
 
@@ -119,6 +136,10 @@ def test_external_loads_are_scripts_styles_and_images_from_other_hosts_not_links
         '<img src="_images/f.svg"><script src="_static/local.js"></script>'
         '<img src="_images/a.png" srcset="_images/a2.png 2x, HTTPS://cdn.example/a3.png 3x"><LINK REL="Icon" '
         'href="_static/i.ico">')
-    (tmp_path / "b.html").write_text('<a href="https://github.com/x">code</a>')
+    (tmp_path / "b.html").write_text('<a href="https://github.com/x">code</a><script type="module">const a = 1;'
+                                     "</script><p>import x from 'https://not.a.script/'</p>")
+    (tmp_path / "c.html").write_text("<script type=module>import { f } from 'https://www.unpkg.com/dt.js';"
+                                     'const m = await import("//cdn.example/m.js"); fetch("data/local.json")</script>')
     assert external_loads(tmp_path) == {"a.html": ["//fonts.example/f.css", "HTTPS://cdn.example/a3.png",
-                                                   "https://cdn.example/x.js"]}
+                                                   "https://cdn.example/x.js"],
+                                        "c.html": ["//cdn.example/m.js", "https://www.unpkg.com/dt.js"]}

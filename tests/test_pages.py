@@ -33,3 +33,12 @@ def test_settings_and_claims_are_shown_whole(tmp_path):
 def test_an_unknown_setting_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="example_image"):
         Engine("smoke", settings={"example_image": 2}, out_dir=tmp_path)
+
+
+def test_claims_shown_twice_are_written_once(tmp_path):
+    page = Engine("smoke", out_dir=tmp_path)
+    page.report.claim("recorded by the page itself", True)
+    for _ in range(2):  # the claims cell run twice
+        page._finish([claim_record("a", True), claim_record("b", False)])
+    written = [c["claim"] for c in json.loads((tmp_path / "claims.json").read_text())]
+    assert written == ["recorded by the page itself", "a", "b"]

@@ -1,3 +1,5 @@
+import base64
+import io
 import json
 
 import matplotlib
@@ -85,3 +87,24 @@ def test_save_figure_writes_png_and_svg(tmp_path):
     paths = save_figure(fig, tmp_path / "sub" / "line")
     assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 1000 for p in paths)
     assert paths[0].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_figures_are_sharp_files_and_sharp_in_a_notebook(tmp_path):
+    """Saved PNGs are 200 dpi; in an IPython kernel figures display as 2x ("retina") PNG at their nominal size."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        set_style()
+        fig, ax = plt.subplots(figsize=(4, 3))
+        ax.plot([0, 1], [0, 1])
+        png = save_figure(fig, tmp_path / "line")[0]
+        from PIL import Image
+
+        assert Image.open(png).info["dpi"][0] == pytest.approx(200, abs=1)
+        data, metadata = shell.display_formatter.format(fig)
+        shown = metadata["image/png"]["width"]  # about 4 in at 100 dpi (cropped to the drawing)
+        assert 300 < shown <= 400 and Image.open(io.BytesIO(base64.b64decode(data["image/png"]))).size[0] == 2 * shown
+    finally:
+        InteractiveShell.clear_instance()
+        plt.close("all")

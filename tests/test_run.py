@@ -364,3 +364,13 @@ def test_a_notebook_that_left_a_slurm_sweep_running_is_pending_and_runs_again(pa
     capsys.readouterr()
     assert main(["ciln", "--list"]) == 0
     assert "to run      ciln/03_ok.ipynb" in capsys.readouterr().out  # the next run collects it
+
+
+def test_papers_take_turns_in_the_submission_order():
+    from shared.run import interleaved
+
+    jobs = [{"paper": p, "key": f"{p}/{n}"} for p, n in
+            [("ciln", "01"), ("ciln", "02"), ("ciln", "03"), ("lnlfn", "00"), ("plench", "00"), ("plench", "01")]]
+    order = [j["key"] for j in interleaved(jobs)]
+    assert order == ["ciln/01", "lnlfn/00", "plench/00", "ciln/02", "plench/01", "ciln/03"]
+    assert sorted(order) == sorted(j["key"] for j in jobs) and interleaved([]) == []
