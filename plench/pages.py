@@ -113,6 +113,39 @@ class TrainingPage(Page):
         torch.set_num_threads(1)
 
 
+class SweepPage(TrainingPage):
+    """A page whose results are a sweep (``grids()``) under the four selection criteria: 02 and 03."""
+
+    table_name = ""  # the report CSV its results table is written to
+
+    def grids(self) -> list:
+        raise NotImplementedError
+
+    @cached_property
+    def sweep(self) -> tuple[pd.DataFrame, dict]:
+        """The sweep the settings define, resumably: the records of exactly its runs, and the counts."""
+        with _run_by_run_quietly():
+            return sweep_grids(self.grids(), list(self.datasets.values()), out_dir=self.records_dir,
+                               device=self.device)
+
+    @property
+    def records(self) -> pd.DataFrame:
+        return self.sweep[0]
+
+    def run(self):
+        """Train what is not trained yet; the counts (total, skipped, restarted, ran)."""
+        return _counts(self.sweep[1])
+
+    @cached_property
+    def table(self) -> pd.DataFrame:
+        """``results_table`` of the sweep's records in the paper's order (the fixed variants as "(fixed)")."""
+        cfg = self.cfg
+        table = reports.ordered_results(results_table(self.records, nan_policy=cfg.nan_policy, how=cfg.error),
+                                        main_compat=cfg.compat)
+        self.report.table(table.drop(columns=["per_trial"]), self.table_name)
+        return table
+
+
 # ------------------------------------------------------------------------------------------------ 00
 class Datasets(Page):
     """00: Table 5 and Figure 2 (the datasets), Tables 6 and 8 (the algorithm and hyperparameter registries)."""
@@ -239,34 +272,15 @@ class SelectionTheory(Page):
 
 
 # ------------------------------------------------------------------------------------------------ 02
-class TabularBenchmark(TrainingPage):
+class TabularBenchmark(SweepPage):
     """02: Tables 7, 9-16 and Figure 3 (the tabular sweep under four selection criteria) and the batching speed-up."""
 
     notebook = "02_tabular"
 
-    @cached_property
-    def sweep(self) -> tuple[pd.DataFrame, dict]:
-        """The sweep the settings define, resumably: the records of exactly its runs, and the counts."""
-        with _run_by_run_quietly():
-            return sweep_grids(reports.tabular_grids(self.cfg), list(self.datasets.values()),
-                               out_dir=self.records_dir, device=self.device)
+    table_name = "tables_tabular"
 
-    @property
-    def records(self) -> pd.DataFrame:
-        return self.sweep[0]
-
-    def run(self):
-        """Train what is not trained yet; the counts (total, skipped, restarted, ran)."""
-        return _counts(self.sweep[1])
-
-    @cached_property
-    def table(self) -> pd.DataFrame:
-        """``results_table`` of the sweep's records in the paper's order (the fixed variants as "(fixed)")."""
-        cfg = self.cfg
-        table = reports.ordered_results(results_table(self.records, nan_policy=cfg.nan_policy, how=cfg.error),
-                                        main_compat=cfg.compat)
-        self.report.table(table.drop(columns=["per_trial"]), "tables_tabular")
-        return table
+    def grids(self):
+        return reports.tabular_grids(self.cfg)
 
     @property
     def main(self) -> pd.DataFrame:
@@ -309,34 +323,18 @@ class TabularBenchmark(TrainingPage):
 
 
 # ------------------------------------------------------------------------------------------------ 03
-class ImageBenchmark(TrainingPage):
+class ImageBenchmark(SweepPage):
     """03: Tables 1-4 (the image sweep under four selection criteria), Figure 4 (cost per step) and the official
     code's PiCO+/ALIM warm-up."""
 
     notebook = "03_image"
     modality = "image"
 
-    @cached_property
-    def sweep(self) -> tuple[pd.DataFrame, dict]:
-        """One sweep per network and algorithm, resumably: the records of exactly these runs, and the counts."""
-        return sweep_grids(reports.image_grids(self.cfg), list(self.datasets.values()), out_dir=self.records_dir,
-                           device=self.device)
+    table_name = "tables_image"
 
-    @property
-    def records(self) -> pd.DataFrame:
-        return self.sweep[0]
-
-    def run(self):
-        """Train what is not trained yet; the counts (total, skipped, restarted, ran)."""
-        return _counts(self.sweep[1])
-
-    @cached_property
-    def table(self) -> pd.DataFrame:
-        cfg = self.cfg
-        table = reports.ordered_results(results_table(self.records, nan_policy=cfg.nan_policy, how=cfg.error),
-                                        main_compat=cfg.compat)
-        self.report.table(table.drop(columns=["per_trial"]), "tables_image")
-        return table
+    def grids(self):
+        """One sweep per network and algorithm."""
+        return reports.image_grids(self.cfg)
 
     def results(self):
         settings = [f"{d} / {a}" for a in self.cfg.archs for d in self.datasets]
