@@ -15,13 +15,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ciln.benchmark import load_benchmarks, split_rows
-from ciln.downstream import cifar_scenarios, run, validation_rows
 from ciln.measures import attractor, class_shares, majority_vote
-from ciln.pages import Page
-from ciln.pages.downstream import severity_key
-from ciln.plidn import labelled_rows, plidn_votes
-from shared.datasets import load_dataset
+from ciln.pages import COMPARISON_FORMATS, CifarPage, severity_key
+from ciln.plidn import labelled_rows
 from shared.plotting import PAPER_COLOR, finish_figure
 from shared.report import claim_record, reported, verdict
 from shared.tables import show_table
@@ -135,26 +131,14 @@ def attractor_claims(table3: pd.DataFrame) -> list[dict]:
     ]
 
 
-class Attractors(Page):
+class Attractors(CifarPage):
     """09: Table III (attractor, gain, purity, Co-Teaching accuracy), where the attractors' rows come from."""
 
     notebook = "09_attractors"
 
-    @cached_property
-    def dataset(self):
-        return load_dataset(self.cfg.datasets["CIFAR10"], data_dir=self.data_dir)
-
-    @cached_property
-    def bench(self):
-        return load_benchmarks(self.cfg, names=["CIFAR10"], data_dir=self.data_dir, device=self.device)["CIFAR10"]
-
     @property
     def top_tier(self) -> str:
         return self.cfg.plidn_tiers[-1]
-
-    @cached_property
-    def raters(self) -> dict:
-        return plidn_votes(self.cfg, self.dataset, items="nlt", data_dir=self.data_dir)  # -1: rows not in the release
 
     @cached_property
     def sources(self) -> dict:
@@ -174,14 +158,10 @@ class Attractors(Page):
     def cot_runs(self) -> pd.DataFrame:
         """Co-Teaching on ``table3_cot_settings`` and PL-IDN's top tier (the runs of 08_downstream, cached)."""
         cfg = self.cfg
-        images, _ = split_rows(self.dataset, "nlt")
-        val = validation_rows(cfg, self.dataset, data_dir=self.data_dir, device=self.device)
-        scenarios = cifar_scenarios(self.bench, images, cfg.table3_cot_settings, image_sources=cfg.image_sources,
-                                    master_seed=cfg.master_seed, max_rows=cfg.downstream_rows,
-                                    raters={self.top_tier: self.raters[self.top_tier]}, val=val)
-        test = (self.dataset.test.X, self.dataset.test.y)
-        return pd.DataFrame([run(s, "coteaching", cfg, seed=seed, test=test, device=self.device)
-                             | {"name": s.setting, "source": s.image_source} for s in scenarios for seed in cfg.seeds])
+        scenarios = self.make_scenarios(cfg.table3_cot_settings, cfg.image_sources,
+                                        raters={self.top_tier: self.raters[self.top_tier]})
+        return pd.DataFrame([self.train(s, "coteaching", seed) | {"name": s.setting, "source": s.image_source}
+                             for s in scenarios for seed in cfg.seeds])
 
     @cached_property
     def table3_cot(self) -> pd.DataFrame:
@@ -193,13 +173,16 @@ class Attractors(Page):
         """Table III with Co-Teaching's clean-test accuracy (best epoch) on clean and corrupted images."""
         return show_table(self.table3_cot.drop(columns=["corruption", "severity"]), FORMATS)
 
+    @cached_property
+    def comparison(self) -> pd.DataFrame:
+        return self.report.compare(table3_long(self.table3_cot, self.bench.dataset), "table3",
+                                   on=["corruption", "severity"])
+
     def compare_with_paper(self):
-        comparison = self.report.compare(table3_long(self.table3_cot, self.bench.dataset), "table3",
-                                         on=["corruption", "severity"])
-        return show_table(comparison.drop(columns=["item", "source"]),
-                          {"paper": "{:.3f}", "ours": "{:.3f}", "diff": "{:+.3f}"})
+        return show_table(self.comparison.drop(columns=["item", "source"]), COMPARISON_FORMATS)
 
     def claims(self) -> pd.DataFrame:
+        self.comparison  # recorded for the scorecard before the report is written
         return self._finish(attractor_claims(self.table3_cot))
 
 

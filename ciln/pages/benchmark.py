@@ -1,4 +1,4 @@
-"""01: Table I — Algorithm 1 run for every setting of the three datasets, the release filter and the paper's
+"""01_benchmark: Table I — Algorithm 1 run for every setting of the three datasets, the release filter and the paper's
 Table I beside ours.
 
     page = Instantiations("smoke")
@@ -15,13 +15,12 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from ciln.benchmark import instantiation_summary, load_benchmarks, release_filter
-from ciln.pages import Page
+from ciln.benchmark import instantiation_summary, release_filter
+from ciln.pages import AGREEMENT_FORMATS, COMPARISON_FORMATS, Page, agreement_summary
 from shared.plotting import finish_figure
 from shared.report import claim_record, reported, verdict
 from shared.tables import show_table
 
-SETTING_FORMATS = {"paper": "{:.3f}", "ours": "{:.3f}", "diff": "{:+.3f}"}
 TABLE1_METRICS = ["voters", "rows_per_setting", "released_settings", "noise_rate_min", "noise_rate_max"]
 
 
@@ -79,21 +78,6 @@ def per_setting_long(summaries: dict[str, pd.DataFrame], ours_on: dict[str, str]
     ])[["dataset", "corruption", "severity", "metric", "value", "ours_on"]]
 
 
-def agreement_summary(comparison: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Per group of a paper-vs-ours table: numbers compared (both present), their means, the mean absolute
-    difference and the Spearman rank correlation of ours with the paper's (NaN below 3 numbers)."""
-    rows = []
-    for key, part in comparison.groupby(by, sort=False):
-        both = part.assign(paper=pd.to_numeric(part["paper"], errors="coerce"),
-                           ours=pd.to_numeric(part["ours"], errors="coerce")).dropna(subset=["paper", "ours"])
-        rho = both["paper"].corr(both["ours"], method="spearman") if len(both) >= 3 else np.nan
-        key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(by, key)), "compared": len(both), "of": len(part),
-                     "paper mean": both["paper"].mean(), "ours mean": both["ours"].mean(),
-                     "mean |diff|": (both["ours"] - both["paper"]).abs().mean(), "rank correlation": rho})
-    return pd.DataFrame(rows)
-
-
 # ----------------------------------------------------------------------------------------- claims
 def benchmark_claims(summaries: dict[str, pd.DataFrame], released: dict[str, pd.DataFrame],
                      table1: pd.DataFrame) -> list[dict]:
@@ -137,14 +121,6 @@ class Instantiations(Page):
     """01: Algorithm 1 for every setting of CIFAR-10, MNIST and Adult (or their stand-ins) and Table I."""
 
     notebook = "01_benchmark"
-
-    @cached_property
-    def benchmarks(self) -> dict:
-        return load_benchmarks(self.cfg, data_dir=self.data_dir, device=self.device)
-
-    @property
-    def ours_on(self) -> dict[str, str]:
-        return {name: b.dataset for name, b in self.benchmarks.items()}
 
     def run(self):
         """Train the voter pools and label every setting (read from the cache when done before): the splits."""
@@ -235,17 +211,16 @@ class Instantiations(Page):
 
     def per_setting_summary(self):
         """Per dataset: how close every setting's noise rate is to the repository's."""
-        return show_table(agreement_summary(self.setting_comparison, ["dataset"]),
-                          {"paper mean": "{:.3f}", "ours mean": "{:.3f}", "mean |diff|": "{:.3f}",
-                           "rank correlation": "{:+.2f}"})
+        return show_table(agreement_summary(self.setting_comparison, ["dataset"]), AGREEMENT_FORMATS)
 
     def per_setting_comparison(self):
         """Every setting's noise rate beside the repository's (long: interactive)."""
-        return show_table(self.setting_comparison.drop(columns=["item", "note"]), SETTING_FORMATS)
+        return show_table(self.setting_comparison.drop(columns=["item", "note"]), COMPARISON_FORMATS)
 
     def claims(self) -> pd.DataFrame:
+        self.table1_comparison, self.setting_comparison  # recorded for the scorecard before the report is written
         return self._finish(benchmark_claims(self.summaries, self.released, self.table1_frame))
 
 
-__all__ = ["Instantiations", "benchmark_claims", "agreement_summary", "split_table", "voter_table", "floor_table",
+__all__ = ["Instantiations", "benchmark_claims", "split_table", "voter_table", "floor_table",
            "release_table", "table1_long", "per_setting_long"]

@@ -20,12 +20,9 @@ import numpy as np
 import pandas as pd
 
 from ciln import measures
-from ciln.benchmark import load_benchmarks, split_rows
-from ciln.downstream import cifar_scenarios, run, validation_rows
-from ciln.pages import Page
+from ciln.pages import COMPARISON_FORMATS, CifarPage, severity_key
 from ciln.plidn import NoPlidnLabels, labelled_rows, plidn_votes
-from ciln.references import reference_counts, subsample_raters
-from shared.datasets import load_dataset
+from ciln.references import subsample_raters
 from shared.plotting import PAPER_COLOR, finish_figure
 from shared.report import claim_record, reported, verdict
 from shared.tables import show_table
@@ -102,14 +99,6 @@ def ours_long(characteristics: pd.DataFrame, accuracy: pd.DataFrame, ours_on: st
     """Our Table II numbers in the reported CSV's long form (keys, metric, value, ours_on)."""
     long = characteristics.melt(id_vars=KEYS, value_vars=["noise_rate", "nth", "tv", "tv_ci95"], var_name="metric")
     return pd.concat([long, accuracy[[*KEYS, "metric", "value"]]]).assign(ours_on=ours_on)
-
-
-def severity_key(value) -> str:
-    """A severity as text that matches across the CSV and the scenarios: 5, 5.0 and "5" -> "5"; "", None, NaN -> ""."""
-    if value is None or (isinstance(value, str) and value.strip() == ""):
-        return ""
-    number = float(value)
-    return "" if np.isnan(number) else str(int(number)) if number.is_integer() else str(number)
 
 
 def paper_markers(accuracy: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
@@ -212,30 +201,10 @@ def downstream_claims(runs: pd.DataFrame, low: str, high: str, image_sources, to
 
 
 # ------------------------------------------------------------------------------------------------ the page
-class Downstream(Page):
+class Downstream(CifarPage):
     """08: Table II's characteristics and accuracies, the accuracy figure, the comparison and the claims."""
 
     notebook = "08_downstream"
-
-    @cached_property
-    def dataset(self):
-        return load_dataset(self.cfg.datasets["CIFAR10"], data_dir=self.data_dir)
-
-    def _bench(self, split: str):
-        return load_benchmarks(self.cfg, names=["CIFAR10"], split=split, data_dir=self.data_dir,
-                               device=self.device)["CIFAR10"]
-
-    @cached_property
-    def bench(self):
-        return self._bench("nlt")
-
-    @cached_property
-    def test_bench(self):
-        return self._bench("test")
-
-    @cached_property
-    def raters_nlt(self) -> dict:
-        return plidn_votes(self.cfg, self.dataset, items="nlt", data_dir=self.data_dir)
 
     @cached_property
     def raters_test(self) -> dict | None:
@@ -247,8 +216,7 @@ class Downstream(Page):
 
     @cached_property
     def characteristics_frame(self) -> pd.DataFrame:
-        humans = reference_counts(self.cfg, self.dataset, self.data_dir)
-        table = characteristics_table(self.bench, self.test_bench, self.raters_nlt, self.raters_test, humans,
+        table = characteristics_table(self.bench, self.test_bench, self.raters, self.raters_test, self.humans,
                                       self.cfg.table2_settings, self.cfg.tv_n_boot)
         self.report.table(table, "table2_characteristics")
         return table
@@ -259,19 +227,14 @@ class Downstream(Page):
     @cached_property
     def scenarios(self) -> list:
         cfg = self.cfg
-        images, _ = split_rows(self.dataset, "nlt")
-        val = validation_rows(cfg, self.dataset, data_dir=self.data_dir, device=self.device)  # noisy NLV labels
-        return cifar_scenarios(self.bench, images, cfg.downstream_settings, image_sources=cfg.image_sources,
-                               clean_start=cfg.clean_start_settings, master_seed=cfg.master_seed,
-                               max_rows=cfg.downstream_rows, raters={t: self.raters_nlt[t] for t in cfg.plidn_tiers},
-                               val=val)
+        return self.make_scenarios(cfg.downstream_settings, cfg.image_sources, clean_start=cfg.clean_start_settings,
+                                   raters={t: self.raters[t] for t in cfg.plidn_tiers})
 
     @cached_property
     def runs(self) -> pd.DataFrame:
         """Every scenario x learner (x DivideMix variant) x seed, trained unless cached."""
-        cfg, test = self.cfg, (self.dataset.test.X, self.dataset.test.y)
-        records = [run(s, method, cfg, seed=seed, test=test, variant=variant, device=self.device)
-                   for s in self.scenarios for method in cfg.methods
+        cfg = self.cfg
+        records = [self.train(s, method, seed, variant) for s in self.scenarios for method in cfg.methods
                    for variant in (cfg.dm_variants if method == "dividemix" else [None]) for seed in cfg.seeds]
         runs = runs_frame(records)
         self.report.table(runs, "runs")
@@ -297,14 +260,14 @@ class Downstream(Page):
 
     def compare_with_paper(self):
         """Every number of Table II: paper | ours | diff (ours empty where the setting was not run)."""
-        return show_table(self.comparison.drop(columns=["item", "source"], errors="ignore"),
-                          {"paper": "{:.3f}", "ours": "{:.3f}", "diff": "{:+.3f}"})
+        return show_table(self.comparison.drop(columns=["item", "source"], errors="ignore"), COMPARISON_FORMATS)
 
     def comparison_summary(self):
         """The Table II rows this run covers, one column per metric: ours (paper)."""
         return show_table(comparison_pivot(self.comparison))
 
     def claims(self) -> pd.DataFrame:
+        self.comparison  # recorded for the scorecard before the report is written
         low, high = (f"CILN-S {c} ({s})" for c, s in self.cfg.downstream_settings[:2])
         return self._finish(downstream_claims(self.runs, low, high, self.cfg.image_sources,
                                               f"PL-IDN-{self.cfg.plidn_tiers[-1]}"))

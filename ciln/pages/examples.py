@@ -1,5 +1,5 @@
-"""02: Figure 1 — examples of corruption-induced label ambiguity, the corruption operators, their reproducibility
-and their speed against ``imagecorruptions``.
+"""02_examples: Figure 1 — examples of corruption-induced label ambiguity, the corruption operators, their
+reproducibility and their speed against ``imagecorruptions``.
 
     page = Examples("smoke")
     page.run()                   # the benchmarks of the panels' datasets (cached) and their NLT inputs
@@ -18,7 +18,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from ciln.benchmark import load_benchmarks, split_rows
+from ciln.benchmark import split_rows
 from ciln.corruptions import corrupt, list_corruptions
 from ciln.measures import majority_vote
 from ciln.pages import Page
@@ -133,12 +133,9 @@ class Examples(Page):
     notebook = "02_examples"
 
     @property
-    def names(self) -> list[str]:
+    def benchmark_names(self) -> list[str]:
+        """The datasets of Figure 1's panels."""
         return sorted({name for name, _ in self.cfg.panels})
-
-    @cached_property
-    def benchmarks(self) -> dict:
-        return load_benchmarks(self.cfg, names=self.names, data_dir=self.data_dir, device=self.device)
 
     @cached_property
     def inputs(self) -> dict:
@@ -146,7 +143,7 @@ class Examples(Page):
         from shared.datasets import load_dataset
 
         return {name: split_rows(load_dataset(self.cfg.datasets[name], data_dir=self.data_dir), "nlt")[0]
-                for name in self.names}
+                for name in self.benchmark_names}
 
     def run(self):
         """The panels' benchmarks (voters and voter outputs, cached) and their inputs."""
@@ -217,7 +214,7 @@ class Examples(Page):
         return finish_figure(fig, self.report, "throughput")
 
     def claims(self) -> pd.DataFrame:
-        speed = self.speed if "CIFAR10" in self.names else None
+        speed = self.speed if "CIFAR10" in self.benchmark_names else None
         return self._finish(examples_claims(self.examples_table, self.determinism, speed))
 
 

@@ -1,4 +1,4 @@
-"""Notebook 03: Figures 2 and 3, the label distributions a corruption induces (one voter per row, PL-IDN's
+"""03_label_distributions: Figures 2 and 3, the label distributions a corruption induces (one voter per row, PL-IDN's
 protocol), how strongly each setting pulls the labels towards an attractor class, and the paper's claims.
 
     page = LabelDistributions("smoke")
@@ -16,8 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ciln.benchmark import load_benchmarks
-from ciln.pages import Page
+from ciln.pages import COMPARISON_FORMATS, Page
 from ciln.plots import class_share_bars
 from shared.plotting import finish_figure
 from shared.report import claim_record, verdict
@@ -29,7 +28,6 @@ Shares = dict[str, np.ndarray]  # level ("clean", "1", "3", "5") -> class shares
 # The panels whose sorted class shares the official repository publishes (reported/fig2.csv)
 COMPARED_PANELS: list[Panel] = [("CIFAR10", "pixelate"), ("CIFAR10", "gaussian_noise"), ("MNIST", "brightness")]
 PP = {"gain (pp)": "{:.1f}", "max deviation at level 1 (pp)": "{:.1f}"}
-SHARE_FORMATS = {"paper": "{:.3f}", "ours": "{:.3f}", "diff": "{:+.3f}"}
 
 
 def shift(shares: Shares) -> tuple[int, float, float]:
@@ -154,10 +152,6 @@ class LabelDistributions(Page):
     notebook = "03_label_distributions"
     IMAGE_DATASETS = ("CIFAR10", "MNIST")
 
-    @cached_property
-    def benchmarks(self) -> dict:
-        return load_benchmarks(self.cfg, data_dir=self.data_dir, device=self.device)
-
     @property
     def classes(self) -> dict[str, tuple]:
         return {name: b.classes for name, b in self.benchmarks.items()}
@@ -213,26 +207,25 @@ class LabelDistributions(Page):
 
     @cached_property
     def comparison(self) -> pd.DataFrame:
-        ours_on = {name: b.dataset for name, b in self.benchmarks.items()}
-        ours = ranked_shares(self._of(COMPARED_PANELS), ours_on)
+        ours = ranked_shares(self._of(COMPARED_PANELS), self.ours_on)
         return self.report.compare(ours, "fig2", on=["dataset", "corruption", "severity", "rank"])
 
     def compare_with_paper(self, long: bool = False):
         """By rank, paper and ours one above the other; ``long=True``: one row per number, with the paper's class
         (``note``), diff and what ours was computed on."""
         if long:
-            return show_table(self.comparison.drop(columns=["item", "source"]), SHARE_FORMATS)
+            return show_table(self.comparison.drop(columns=["item", "source"]), COMPARISON_FORMATS)
         layout = ranked_layout(self.comparison)
         return show_table(layout, {c: "{:.3f}" for c in layout.columns[4:]})
 
-    def claims(self):
+    def claims(self) -> pd.DataFrame:
         self.comparison  # recorded for the scorecard before the report is written
         adult = self.benchmarks.get("Adult")
         adult_shares = {c: self.shares(name, c) for name, c in self.cfg.fig3_panels} if adult else {}
         majority = int(np.argmax(adult.label_shares(None))) if adult else None
         records = label_distribution_claims(self.panels, self.scan, self._of(self.cfg.fig2_panels), adult_shares,
                                             majority)
-        return show_table(self._finish(records))
+        return self._finish(records)
 
 
 __all__ = ["LabelDistributions", "label_distribution_claims", "panel_table", "ranked_layout", "ranked_shares",

@@ -18,10 +18,8 @@ import pandas as pd
 from scipy.stats import gaussian_kde
 from sklearn.metrics import roc_auc_score
 
-from ciln.benchmark import load_benchmarks, split_rows
-from ciln.downstream import cifar_scenarios, run, symmetric_control, validation_rows
-from ciln.pages import Page
-from shared.datasets import load_dataset
+from ciln.downstream import symmetric_control
+from ciln.pages import CifarPage
 from shared.plotting import finish_figure
 from shared.report import claim_record
 from shared.tables import show_table
@@ -118,7 +116,7 @@ def loss_claims(separability: pd.DataFrame) -> list[dict]:
                                f"{control['setting']}: CILN {matched[AUC]:.2f}, symmetric {control[AUC]:.2f}")]
 
 
-class LossDistributions(Page):
+class LossDistributions(CifarPage):
     """10: Figure 8 and the separability of noisy rows by their loss."""
 
     notebook = "10_loss_distributions"
@@ -132,24 +130,9 @@ class LossDistributions(Page):
         return self.cfg.train["log_losses_at"][-1]
 
     @cached_property
-    def dataset(self):
-        return load_dataset(self.cfg.datasets["CIFAR10"], data_dir=self.data_dir)
-
-    @cached_property
-    def bench(self):
-        return load_benchmarks(self.cfg, names=["CIFAR10"], data_dir=self.data_dir, device=self.device)["CIFAR10"]
-
-    @cached_property
-    def images(self) -> np.ndarray:
-        return split_rows(self.dataset, "nlt")[0]
-
-    @cached_property
     def scenarios(self) -> list:
         """DivideMix's settings (``fig8_settings``) on ``fig8_image_source`` images, with their noisy NLV rows."""
-        cfg = self.cfg
-        val = validation_rows(cfg, self.dataset, data_dir=self.data_dir, device=self.device)
-        return cifar_scenarios(self.bench, self.images, cfg.fig8_settings, image_sources=[cfg.fig8_image_source],
-                               master_seed=cfg.master_seed, max_rows=cfg.downstream_rows, val=val)
+        return self.make_scenarios(self.cfg.fig8_settings, [self.cfg.fig8_image_source])
 
     @cached_property
     def records(self) -> dict:
@@ -157,9 +140,8 @@ class LossDistributions(Page):
         first high-noise setting: scenario name -> (scenario, record)."""
         cfg, scenarios = self.cfg, self.scenarios
         controls = [symmetric_control(scenarios[1], self.images, self.bench.num_classes)]
-        test = (self.dataset.test.X, self.dataset.test.y)
-        return {s.name: (s, run(s, "dividemix", cfg, seed=cfg.seeds[0], test=test, variant=cfg.dm_variants[0],
-                                device=self.device)) for s in scenarios + controls}
+        return {s.name: (s, self.train(s, "dividemix", cfg.seeds[0], cfg.dm_variants[0]))
+                for s in scenarios + controls}
 
     def run(self):
         return show_table(runs_overview(self.records), {"noise_rate": "{:.1%}", "test accuracy": "{:.1%}"})

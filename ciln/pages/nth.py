@@ -1,4 +1,4 @@
-"""05: Figure 5 and Table II's nth — how instance-dependent CILN's noise is, against its class-conditional floor.
+"""05_nth: Figure 5 and Table II's nth — how instance-dependent CILN's noise is, against its class-conditional floor.
 
     page = Nth("smoke")
     page.run()                   # nth, its CCN floors and clean-start nth for every setting of the three datasets
@@ -15,16 +15,14 @@ from functools import cached_property
 
 import pandas as pd
 
-from ciln.benchmark import load_benchmarks, nth_table
-from ciln.pages import Page
-from ciln.pages.benchmark import agreement_summary
+from ciln.benchmark import nth_table
+from ciln.pages import AGREEMENT_FORMATS, COMPARISON_FORMATS, Page, agreement_summary, by_severity
 from shared.plotting import finish_figure
 from shared.report import claim_record, reported, verdict
 from shared.tables import show_table
 
 TABLE2_COLUMNS = ["noise_rate", "nth", "floor_simulated", "gap", "frv", "noise_rate_C", "nth_C", "nth_mean_softmax"]
 COMPARED = {"nth": "nth", "floor_simulated": "nth_ccn_floor", "nth_C": "nth_C"}  # our column -> the paper's metric
-SETTING_FORMATS = {"paper": "{:.3f}", "ours": "{:.3f}", "diff": "{:+.3f}"}
 
 
 # ----------------------------------------------------------------------------------------- tables
@@ -55,22 +53,6 @@ def nth_long(tables: dict[str, pd.DataFrame], ours_on: dict[str, str]) -> pd.Dat
     ])
     long["metric"] = long["metric"].replace(COMPARED)
     return long
-
-
-def severity_pivot(comparison: pd.DataFrame, dataset: str, metric: str, groups: dict[str, list[str]]) -> pd.DataFrame:
-    """One row per corruption, grouped and ordered as ``groups`` (the paper's Figure 5 panels; corruptions in no
-    group come last), with the paper's number and ours at each level."""
-    part = comparison[(comparison["dataset"] == dataset) & (comparison["metric"] == metric)]
-    part = part.assign(level=part["severity"].astype(str))
-    group_of = {c: g for g, members in groups.items() for c in members}
-    corruptions = sorted(set(part["corruption"]), key=lambda c: (list(group_of).index(c) if c in group_of else
-                                                                 len(group_of), c))
-    out = pd.DataFrame({"group": [group_of.get(c, "other") for c in corruptions], "corruption": corruptions})
-    for level in sorted(set(part["level"]), key=int):
-        at = part[part["level"] == level].set_index("corruption")
-        for source in ("paper", "ours"):
-            out[f"{source} {level}"] = pd.to_numeric(at[source], errors="coerce").reindex(corruptions).to_numpy()
-    return out
 
 
 # ----------------------------------------------------------------------------------------- claims
@@ -135,14 +117,6 @@ class Nth(Page):
     notebook = "05_nth"
 
     @cached_property
-    def benchmarks(self) -> dict:
-        return load_benchmarks(self.cfg, data_dir=self.data_dir, device=self.device)
-
-    @property
-    def ours_on(self) -> dict[str, str]:
-        return {name: b.dataset for name, b in self.benchmarks.items()}
-
-    @cached_property
     def tables(self) -> dict[str, pd.DataFrame]:
         """Per dataset, one row per setting: noise rate, nth, CCN floors, gap and FRV, CILN-S and CILN-C."""
         tables = {name: nth_table(b, self.cfg.ccn_sims) for name, b in self.benchmarks.items()}
@@ -200,21 +174,21 @@ class Nth(Page):
 
     def fig5_table(self):
         """Figure 5's numbers: the paper's nth and ours per CIFAR-10 corruption and level, grouped as its panels."""
-        pivot = severity_pivot(self.comparison, "CIFAR10", "nth", self.cfg.fig5_panels)
-        return show_table(pivot, {c: "{:.3f}" for c in pivot.columns if c not in ("group", "corruption")})
+        cifar = self.comparison[self.comparison["dataset"] == "CIFAR10"]
+        pivot = by_severity(cifar, "nth", self.cfg.fig5_panels)
+        return show_table(pivot, {c: "{:.3f}" for c in pivot.columns[2:]})
 
     def comparison_summary(self):
         """Per dataset and measure: how close every setting's number is to the repository's."""
-        return show_table(agreement_summary(self.comparison, ["dataset", "metric"]),
-                          {"paper mean": "{:.3f}", "ours mean": "{:.3f}", "mean |diff|": "{:.3f}",
-                           "rank correlation": "{:+.2f}"})
+        return show_table(agreement_summary(self.comparison, ["dataset", "metric"]), AGREEMENT_FORMATS)
 
     def compare_with_paper(self):
         """Every setting's nth, floor and clean-start nth beside the repository's (long: interactive)."""
-        return show_table(self.comparison.drop(columns=["item", "note"]), SETTING_FORMATS)
+        return show_table(self.comparison.drop(columns=["item", "note"]), COMPARISON_FORMATS)
 
     def claims(self) -> pd.DataFrame:
+        self.comparison  # recorded for the scorecard before the report is written
         return self._finish(nth_claims(self.tables))
 
 
-__all__ = ["Nth", "nth_overview", "table2_frame", "family_means", "nth_long", "severity_pivot", "nth_claims"]
+__all__ = ["Nth", "nth_overview", "table2_frame", "family_means", "nth_long", "nth_claims"]

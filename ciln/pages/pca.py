@@ -1,4 +1,4 @@
-"""Notebook 07: Figure 7, the class marginals of the CILN settings, the PL-IDN tiers and the human reference in the
+"""07_pca: Figure 7, the class marginals of the CILN settings, the PL-IDN tiers and the human reference in the
 plane of their first two principal components, and the settings closest to the reference (by PCA distance, as
 the paper's text ranks them, and by TV, as the official plotting script does).
 
@@ -19,14 +19,13 @@ import pandas as pd
 
 from ciln.benchmark import tv_table
 from ciln.measures import class_shares, marginal_pca
-from ciln.pages.tv import HumanReferencePage, family_of
+from ciln.pages import COMPARISON_FORMATS, CifarPage, family_of
 from ciln.plidn import NoPlidnLabels, labelled_rows, plidn_votes
 from shared.plotting import finish_figure
 from shared.report import claim_record, verdict
 from shared.tables import show_table
 
 REFERENCE = "human reference"
-THREE = {"paper": "{:.3f}", "ours": "{:.3f}", "diff": "{:+.3f}"}
 
 
 def setting_label(corruption: str, severity: int) -> str:
@@ -150,25 +149,24 @@ def pca_claims(table: pd.DataFrame, variance, top: int, panels: dict[str, list[s
     return records
 
 
-class MarginalPCA(HumanReferencePage):
+class MarginalPCA(CifarPage):
     """07: Fig. 7 on the CIFAR-10 test split."""
 
     notebook = "07_pca"
 
     @cached_property
-    def raters(self) -> dict[str, np.ndarray]:
-        """PL-IDN votes: the stand-in labels the test images; the real release labels training images only (its
-        NLT rows are used)."""
+    def tier_votes(self) -> dict[str, np.ndarray]:
+        """PL-IDN votes per tier: the stand-in labels the test images; the real release labels training images only
+        (its NLT rows in the release are used)."""
         try:
             return plidn_votes(self.cfg, self.dataset, items="test", data_dir=self.data_dir)
         except NoPlidnLabels:
-            votes = plidn_votes(self.cfg, self.dataset, items="nlt", data_dir=self.data_dir)
-            return {t: v[labelled_rows(v)] for t, v in votes.items()}
+            return {t: v[labelled_rows(v)] for t, v in self.raters.items()}
 
     @cached_property
     def marginals(self) -> dict[str, np.ndarray]:
-        shares = {setting_label(*s): self.bench.vote_shares(s) for s in self.bench.settings}
-        return class_marginals(shares, self.raters, self.humans, self.bench.num_classes)
+        shares = {setting_label(*s): self.test_bench.vote_shares(s) for s in self.test_bench.settings}
+        return class_marginals(shares, self.tier_votes, self.humans, self.test_bench.num_classes)
 
     @cached_property
     def pca(self) -> tuple[pd.DataFrame, np.ndarray]:
@@ -178,8 +176,8 @@ class MarginalPCA(HumanReferencePage):
 
     def marginals_table(self):
         """Each benchmark's class marginal (a row; one column per class)."""
-        frame = pd.DataFrame(self.marginals, index=list(self.bench.classes)).T.reset_index(names="name")
-        return show_table(frame, {c: "{:.3f}" for c in self.bench.classes})
+        frame = pd.DataFrame(self.marginals, index=list(self.test_bench.classes)).T.reset_index(names="name")
+        return show_table(frame, {c: "{:.3f}" for c in self.test_bench.classes})
 
     def explained_variance(self):
         variance = self.pca[1]
@@ -192,7 +190,8 @@ class MarginalPCA(HumanReferencePage):
 
     @cached_property
     def tv(self) -> pd.DataFrame:
-        return with_names(tv_table(self.bench, self.humans, n_votes=len(self.bench.voters), n_boot=self.cfg.tv_n_boot))
+        bench = self.test_bench
+        return with_names(tv_table(bench, self.humans, n_votes=len(bench.voters), n_boot=self.cfg.tv_n_boot))
 
     def top_lists(self):
         lists = top_lists(self.pca[0], self.tv, self.cfg.top)
@@ -203,7 +202,7 @@ class MarginalPCA(HumanReferencePage):
     def ours(self) -> pd.DataFrame:
         """Our numbers in the paper's long form: explained variance, every setting's ranks, two class marginals."""
         table, variance = self.pca
-        return comparison_rows(table, variance, self.tv, self.marginals, self.bench.dataset)
+        return comparison_rows(table, variance, self.tv, self.marginals, self.test_bench.dataset)
 
     @cached_property
     def comparison(self) -> pd.DataFrame:
@@ -211,17 +210,17 @@ class MarginalPCA(HumanReferencePage):
 
     def compare_with_paper(self):
         """Every compared number, one per row: explained variance, ranks, class marginals."""
-        return show_table(self.comparison.drop(columns=["item", "source"]), THREE)
+        return show_table(self.comparison.drop(columns=["item", "source"]), COMPARISON_FORMATS)
 
     def compare_ranks(self):
         """The paper's top-ten settings with their ranks there and here, by PCA distance and by TV."""
         table = rank_layout(self.comparison, self.ours)
         return show_table(table, {c: "{:.0f}" for c in table.columns[1:]})
 
-    def claims(self):
+    def claims(self) -> pd.DataFrame:
         self.comparison  # recorded for the scorecard before the report is written
         table, variance = self.pca
-        return show_table(self._finish(pca_claims(table, variance, self.cfg.top, self.cfg.fig5_panels)))
+        return self._finish(pca_claims(table, variance, self.cfg.top, self.cfg.fig5_panels))
 
 
 __all__ = ["MarginalPCA", "class_marginals", "closest", "comparison_rows", "figure7", "pca_claims", "rank_layout",

@@ -1,4 +1,4 @@
-"""Notebook 06: Figure 6 and Table II's TV column, the total variation between CILN's vote shares on the CIFAR-10
+"""06_tv: Figure 6 and Table II's TV column, the total variation between CILN's vote shares on the CIFAR-10
 test images and the human reference (CIFAR-10H, or the pseudo-human stand-in), with its baselines.
 
     page = TotalVariation("smoke")
@@ -18,47 +18,19 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from ciln.benchmark import load_benchmarks, tv_table
+from ciln.benchmark import tv_table
 from ciln.measures import tv_to_reference
-from ciln.pages import Page
+from ciln.pages import COMPARISON_FORMATS, CifarPage, by_severity, family_of
 from ciln.plidn import NoPlidnLabels, plidn_votes
 from ciln.plots import family_bars
-from ciln.references import reference_counts, subsample_raters
-from shared.datasets import load_dataset
+from ciln.references import subsample_raters
 from shared.plotting import finish_figure
 from shared.report import claim_record, reported, verdict
 from shared.tables import show_table
 
 TV_COLUMNS = ["corruption", "severity", "noise_rate_test", "tv", "tv_ci95", "tv_sym", "tv_ccn", "tv_C"]
 SETTING_METRICS = ["noise_rate_test", "tv", "tv_ci95", "tv_sym", "tv_ccn", "noise_rate_test_C", "tv_C"]
-THREE = {"paper": "{:.3f}", "ours": "{:.3f}", "diff": "{:+.3f}"}
 VARIANTS = {"PL-IDN": "PL-IDN", "S": "CILN-S", "C": "CILN-C"}
-
-
-class HumanReferencePage(Page):
-    """A page on the CIFAR-10 test split: the benchmark's voter outputs there and the human reference counts."""
-
-    @cached_property
-    def dataset(self):
-        return load_dataset(self.cfg.datasets["CIFAR10"], data_dir=self.data_dir)
-
-    @cached_property
-    def bench(self):
-        return load_benchmarks(self.cfg, names=["CIFAR10"], split="test", data_dir=self.data_dir,
-                               device=self.device)["CIFAR10"]
-
-    @cached_property
-    def humans(self) -> np.ndarray:
-        return reference_counts(self.cfg, self.dataset, self.data_dir)
-
-    def overview(self):
-        """Test rows, voters, annotators per image and the reference's per-annotator error."""
-        bench, humans = self.bench, self.humans
-        error = np.mean(1 - humans[np.arange(len(humans)), bench.y] / humans.sum(1))
-        return show_table(pd.DataFrame([{"test rows": len(bench.y), "voters": len(bench.voters),
-                                         "annotators per image": humans.sum(1).mean(),
-                                         "human per-annotator error": error}]),
-                          {"annotators per image": "{:.0f}", "human per-annotator error": "{:.1%}"})
 
 
 def closest_settings(tv: pd.DataFrame, noise_rate: float, k: int = 3) -> pd.DataFrame:
@@ -110,27 +82,6 @@ def table2_rows(tv: pd.DataFrame, tiers: pd.DataFrame, ours_on: str) -> pd.DataF
         rows += [{"variant": variant, "corruption": r.corruption, "severity": r.severity, "metric": "tv",
                   "value": getattr(r, f"tv{suffix}"), "ours_on": ours_on} for r in tv.itertuples()]
     return pd.DataFrame(rows)
-
-
-def family_of(panels: dict[str, list[str]]) -> dict[str, str]:
-    """Corruption -> the paper's family (Figs. 5 and 6 panels)."""
-    return {c: family for family, cs in panels.items() for c in cs}
-
-
-def by_severity(comparison: pd.DataFrame, metric: str, panels: dict[str, list[str]]) -> pd.DataFrame:
-    """Figure 6's layout for one metric of the settings comparison: a row per corruption (by family, in the
-    figure's order), the paper's value and ours at each severity."""
-    part = comparison[comparison["metric"] == metric].assign(severity=lambda d: d["severity"].astype(int))
-    if part.empty:
-        raise KeyError(f"no {metric!r} in the comparison; metrics: {sorted(comparison['metric'].unique())}")
-    wide = part.pivot(index="corruption", columns="severity", values=["paper", "ours"])
-    order = [c for cs in panels.values() for c in cs if c in wide.index]
-    order += [c for c in wide.index if c not in order]
-    out = pd.DataFrame({"family": [family_of(panels).get(c, "") for c in order], "corruption": order})
-    for severity in sorted(part["severity"].unique()):
-        for source in ("paper", "ours"):
-            out[f"{source} {severity}"] = wide[(source, severity)].reindex(order).to_numpy(dtype=float)
-    return out
 
 
 def table2_layout(comparison: pd.DataFrame) -> pd.DataFrame:
@@ -191,20 +142,16 @@ def tv_claims(tv: pd.DataFrame, tiers: pd.DataFrame, panels: dict[str, list[str]
     return records
 
 
-class TotalVariation(HumanReferencePage):
+class TotalVariation(CifarPage):
     """06: Fig. 6 and Table II's TV column on the CIFAR-10 test split."""
 
     notebook = "06_tv"
     tier_note = ""
 
-    @property
-    def ours_on(self) -> str:
-        return self.bench.dataset
-
     @cached_property
     def tv(self) -> pd.DataFrame:
         """Per setting: test noise rate, TV with its ±, the symmetric and CCN baselines; CILN-S and CILN-C."""
-        table = tv_table(self.bench, self.humans, n_votes=len(self.bench.voters), n_boot=self.cfg.n_boot)
+        table = tv_table(self.test_bench, self.humans, n_votes=len(self.test_bench.voters), n_boot=self.cfg.n_boot)
         self.report.table(table, "tv_cifar10")
         return table
 
@@ -220,8 +167,8 @@ class TotalVariation(HumanReferencePage):
         except NoPlidnLabels as err:  # the real release labels no test image
             self.tier_note = str(err)
             votes = {}
-        M, K = len(self.bench.voters), self.bench.num_classes
-        tiers = pd.DataFrame([measured_tier(tier, v, self.bench.y, self.humans, M, self.cfg.n_boot, K)
+        M, K = len(self.test_bench.voters), self.test_bench.num_classes
+        tiers = pd.DataFrame([measured_tier(tier, v, self.test_bench.y, self.humans, M, self.cfg.n_boot, K)
                               for tier, v in votes.items()])
         if not votes:
             tiers = quoted_tiers(reported("ciln", "table2"))
@@ -246,9 +193,9 @@ class TotalVariation(HumanReferencePage):
     @cached_property
     def comparisons(self) -> dict[str, pd.DataFrame]:
         """Every setting's numbers beside the repository's, then Table II's TV column (both kept for the scorecard)."""
-        settings = self.report.compare(settings_rows(self.tv, self.ours_on), "settings",
+        settings = self.report.compare(settings_rows(self.tv, self.test_bench.dataset), "settings",
                                        on=["dataset", "corruption", "severity"])
-        table2 = self.report.compare(table2_rows(self.tv, self.tiers, self.ours_on), "table2",
+        table2 = self.report.compare(table2_rows(self.tv, self.tiers, self.test_bench.dataset), "table2",
                                      on=["variant", "corruption", "severity"])
         return {"settings": settings, "table2": table2}
 
@@ -259,7 +206,7 @@ class TotalVariation(HumanReferencePage):
             both = pd.concat([self.comparisons["settings"], self.comparisons["table2"]], ignore_index=True)
             front = ["item", "variant", "corruption", "severity", "metric", "paper", "ours", "diff"]
             both = both[front + [c for c in both.columns if c not in front and c != "dataset"]]
-            return show_table(both, THREE)
+            return show_table(both, COMPARISON_FORMATS)
         table = by_severity(self.comparisons["settings"], metric, self.cfg.fig5_panels)
         return show_table(table, {c: "{:.3f}" for c in table.columns[2:]})
 
@@ -268,10 +215,10 @@ class TotalVariation(HumanReferencePage):
         return show_table(table, {c: "{:.3f}" for c in ("TV paper", "TV ours", "± paper", "± ours")} |
                           {"diff": "{:+.3f}"})
 
-    def claims(self):
+    def claims(self) -> pd.DataFrame:
         self.comparisons  # recorded for the scorecard before the report is written
-        return show_table(self._finish(tv_claims(self.tv, self.tiers, self.cfg.fig5_panels)))
+        return self._finish(tv_claims(self.tv, self.tiers, self.cfg.fig5_panels))
 
 
-__all__ = ["HumanReferencePage", "TotalVariation", "by_severity", "closest_settings", "figure6", "matched_table",
+__all__ = ["TotalVariation", "closest_settings", "figure6", "matched_table",
            "measured_tier", "quoted_tiers", "settings_rows", "table2_layout", "table2_rows", "tv_claims"]

@@ -16,7 +16,7 @@ def images():
 
 
 IMAGE_CASES = [(d, c) for d in ("cifar10", "mnist") for c in CORRUPTIONS[d]]
-# Constants that make the distortion non-monotone in severity (spec §3.3 and §9.9): elastic's affine jitter
+# Constants that make the distortion non-monotone in severity (imagecorruptions' definitions, as the official code calls them): elastic's affine jitter
 # shrinks with severity while its displacement grows; MNIST's scale is 0.7/0.8/0.9/1.1/1.2 in random
 # directions; the structural corruptions ignore severity.
 NOT_MONOTONE = {("cifar10", "elastic_transform"), ("mnist", "scale")} | {("mnist", c) for c in ("canny_edges", "dotted_line", "stripe", "zigzag")}

@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ciln.pages.label_distributions import (label_distribution_claims, panel_table, ranked_layout, ranked_shares,
-                                            scan_table, share_figure, shift)
+from ciln.pages.label_distributions import (LabelDistributions, label_distribution_claims, panel_table, ranked_layout,
+                                            ranked_shares, scan_table, share_figure, shift)
 
 K = 4
 CLASSES = {"CIFAR10": ("a", "b", "c", "d"), "MNIST": ("0", "1", "2", "3"), "Adult": ("<=50K", ">50K")}
@@ -115,3 +115,19 @@ def test_share_figure_draws_a_panel_per_setting_with_a_bar_series_per_level():
         assert len(ax.containers) == 4  # clean, 1, 3, 5
     assert fig.axes[1].get_title(loc="left") == "(b) MNIST brightness"
     plt.close(fig)
+
+
+def test_the_page_returns_its_claims_as_the_report_records_them(tmp_path):
+    """The page on injected shares without Adult (no data): the claims table is the one written to claims.json."""
+    import json
+
+    page = LabelDistributions("smoke", out_dir=tmp_path)
+    fig2 = {tuple(p): levels(0.3) for p in page.cfg.fig2_panels}
+    page.__dict__.update(benchmarks={}, _shares=dict(fig2), panels=panel_table(fig2, CLASSES),
+                         scan=scan_table(fig2, CLASSES), comparison=pd.DataFrame())
+    claims = page.claims()
+    assert isinstance(claims, pd.DataFrame) and list(claims.columns) == ["claim", "verdict", "detail"]
+    written = json.loads((tmp_path / "claims.json").read_text())
+    assert list(claims["claim"]) == [r["claim"] for r in written]
+    adult = claims.set_index("claim").loc["On Adult, missing values push labels towards the majority class"]
+    assert adult["verdict"] == "not run" and adult["detail"] == "Adult was not run"

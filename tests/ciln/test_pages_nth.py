@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ciln.pages.nth import family_means, nth_claims, nth_long, nth_overview, severity_pivot, table2_frame
+from ciln.pages import by_severity
+from ciln.pages.nth import family_means, nth_claims, nth_long, nth_overview, table2_frame
 from shared.report import compare_with_paper, reported
 
 C = {"positive": "nth is positive in every setting",
@@ -108,11 +109,11 @@ def test_long_form_and_figure5_pivot():
     assert len(fog) == 9 and fog["ours"].notna().all()  # nth, floor and clean-start nth at three levels
     assert compared.loc[compared["dataset"] == "CIFAR10", "ours"].notna().sum() == 27  # the rest: not run here
     groups = {"Digital": ["brightness", "contrast"], "Weather": ["fog", "frost", "snow"]}
-    pivot = severity_pivot(compared, "CIFAR10", "nth", groups)
-    assert pivot.columns.tolist() == ["group", "corruption", "paper 1", "ours 1", "paper 3", "ours 3", "paper 5",
+    pivot = by_severity(compared[compared["dataset"] == "CIFAR10"], "nth", groups)  # Figure 5's layout
+    assert pivot.columns.tolist() == ["family", "corruption", "paper 1", "ours 1", "paper 3", "ours 3", "paper 5",
                                       "ours 5"]
     assert pivot["corruption"].tolist()[:5] == ["brightness", "contrast", "fog", "frost", "snow"]
-    assert set(pivot["group"]) >= {"Digital", "Weather", "other"}  # corruptions in no group come last
+    assert set(pivot["family"]) >= {"Digital", "Weather", "other"}  # corruptions in no family come last
     row = pivot.set_index("corruption").loc["fog"]
     assert row["ours 3"] == pytest.approx(0.05 + 0.03) and not np.isnan(row["paper 3"])
     assert np.isnan(pivot.set_index("corruption").loc["brightness", "ours 1"])  # not run here

@@ -1,10 +1,9 @@
 """ciln/pages/pca.py: class marginals, the PCA table's selections, the comparison rows and layout, and the claims."""
 import numpy as np
 import pandas as pd
-import pytest
 
-from ciln.pages.pca import (REFERENCE, class_marginals, closest, comparison_rows, figure7, pca_claims, rank_layout,
-                            settings_only, top_lists, with_names)
+from ciln.pages.pca import (REFERENCE, MarginalPCA, class_marginals, closest, comparison_rows, figure7, pca_claims,
+                            rank_layout, settings_only, top_lists, with_names)
 
 PANELS = {"Blur": ["defocus_blur"], "Noise and Geometric": ["gaussian_noise"], "Weather": ["fog", "frost"],
           "Digital": ["brightness"]}
@@ -114,6 +113,13 @@ def test_figure7_plots_every_group_and_labels_the_neighbourhood():
     plt.close(fig)
 
 
-@pytest.mark.parametrize("top", [1, 3])
-def test_closest_returns_top_settings(top):
-    assert len(closest(pca_table(GOOD), top)) == top
+def test_the_page_returns_its_claims_as_the_report_records_them(tmp_path):
+    """The page on an injected PCA table (no data): the claims table is the one written to claims.json."""
+    import json
+
+    page = MarginalPCA("smoke", out_dir=tmp_path, settings={"top": 4})
+    page.__dict__.update(pca=(pca_table(GOOD), np.array([0.7, 0.2])), comparison=pd.DataFrame())
+    claims = page.claims()
+    assert isinstance(claims, pd.DataFrame) and list(claims.columns) == ["claim", "verdict", "detail"]
+    written = json.loads((tmp_path / "claims.json").read_text())
+    assert list(claims["claim"]) == [r["claim"] for r in written] and set(claims["verdict"]) == {"yes"}

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ciln.pages.tv import (by_severity, closest_settings, figure6, matched_table, measured_tier, quoted_tiers,
+from ciln.pages.tv import (TotalVariation, closest_settings, figure6, matched_table, measured_tier, quoted_tiers,
                            settings_rows, table2_layout, table2_rows, tv_claims)
 
 PANELS = {"Blur": ["defocus_blur"], "Noise and Geometric": ["gaussian_noise"], "Weather": ["fog"],
@@ -110,22 +110,6 @@ def test_measured_tier_of_perfect_raters_has_no_noise():
     assert tier["tier"] == "PL-IDN-L" and tier["per-rater noise"] == 0 and tier["tv"] == pytest.approx(0)
 
 
-def _comparison(metric_values):
-    return pd.DataFrame([{"corruption": c, "severity": str(s), "metric": m, "paper": p, "ours": o}
-                         for (c, s, m), (p, o) in metric_values.items()])
-
-
-def test_by_severity_orders_rows_by_family_with_paper_and_ours_per_level():
-    comparison = _comparison({("fog", 1, "tv"): (0.1, 0.11), ("fog", 5, "tv"): (0.3, 0.2),
-                              ("defocus_blur", 1, "tv"): (0.2, 0.25), ("fog", 1, "tv_ci95"): (0.002, 0.003)})
-    table = by_severity(comparison, "tv", PANELS)
-    assert list(table["corruption"]) == ["defocus_blur", "fog"]
-    assert list(table.columns) == ["family", "corruption", "paper 1", "ours 1", "paper 5", "ours 5"]
-    assert table.loc[1, "ours 5"] == 0.2 and np.isnan(table.loc[0, "paper 5"])
-    with pytest.raises(KeyError):
-        by_severity(comparison, "nth", PANELS)
-
-
 def test_table2_layout_one_row_per_paper_row():
     comparison = pd.DataFrame([
         {"variant": "PL-IDN", "corruption": "plidn_L", "severity": "", "metric": "tv_ci95", "paper": 0.005,
@@ -152,3 +136,15 @@ def test_figure6_has_a_panel_per_family_and_plidn_lines_for_low_and_medium():
         assert len(ax.containers) == 1  # one corruption per family here
         assert len(ax.get_lines()) == 2  # PL-IDN-L and -M, not -H
     plt.close(fig)
+
+
+def test_the_page_returns_its_claims_as_the_report_records_them(tmp_path):
+    """The page on an injected TV table and tiers (no data): the claims table is the one written to claims.json."""
+    import json
+
+    page = TotalVariation("smoke", out_dir=tmp_path)
+    page.__dict__.update(tv=tv_frame(), tiers=tiers_frame(), comparisons={})
+    claims = page.claims()
+    assert isinstance(claims, pd.DataFrame) and list(claims.columns) == ["claim", "verdict", "detail"]
+    written = json.loads((tmp_path / "claims.json").read_text())
+    assert list(claims["claim"]) == [r["claim"] for r in written] and set(claims["verdict"]) == {"yes"}
