@@ -100,7 +100,7 @@ class Page(NotebookPage):
         return show_table(pd.DataFrame(rows, columns=["dataset", "skipped because"]))
 
     def _claims(self, claims):
-        return show_table(self._finish(C.claim_records(claims)))
+        return self._finish(C.claim_records(claims))
 
 
 class TrainingPage(Page):

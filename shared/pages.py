@@ -17,6 +17,7 @@ import pandas as pd
 from shared.plotting import set_style
 from shared.profiles import notebook_settings
 from shared.report import NotebookReport, claims_frame
+from shared.tables import ClaimsTable
 
 
 class NotebookPage:
@@ -43,7 +44,7 @@ class NotebookPage:
         self.report.claims[:] = [c for c in self.report.claims if not any(c is r for r in recorded)] + list(records)
         self._recorded_claims = list(records)
         self.report.finish()
-        return claims_frame(records)
+        return ClaimsTable(claims_frame(records))  # this page's claims, shown without the index
 
 
 __all__ = ["NotebookPage"]

@@ -139,7 +139,10 @@ class NotebookReport:
         return record
 
     def claims_table(self) -> pd.DataFrame:
-        return claims_frame(self.claims)
+        """The claims as a page shows them (``shared.tables.ClaimsTable``: no index, "no" in bold)."""
+        from shared.tables import ClaimsTable
+
+        return ClaimsTable(claims_frame(self.claims))
 
     def finish(self) -> pd.DataFrame:
         """Write comparison.csv, claims.json and report.json; return the claims table for display."""

@@ -91,8 +91,26 @@ def show_table(df: pd.DataFrame, formats: Formats | None = None, *, max_rows: in
             df = df.drop(columns=column)
     if len(df) > max_rows:
         return InteractiveTable(_formatted(df, formats, na_rep), caption)
-    styler = df.style.format(dict(formats or {}), na_rep=na_rep).hide(axis="index")
+    styler = df.style.format(escape="html", na_rep=na_rep).format(dict(formats or {}), na_rep=na_rep, escape="html")
+    styler = styler.hide(axis="index")
     return styler.set_caption(caption) if caption else styler
 
 
-__all__ = ["show_table", "InteractiveTable", "MAX_INLINE_ROWS"]
+class ClaimsTable(pd.DataFrame):
+    """A page's claims (claim, verdict, detail): a DataFrame for code and tests, shown without the index and with
+    "no" in bold. Operations on it return plain DataFrames."""
+
+    @property
+    def _constructor(self):
+        return pd.DataFrame
+
+    def _repr_html_(self) -> str:
+        frame = pd.DataFrame(self)
+        styler = frame.style.format(escape="html").hide(axis="index").set_properties(
+            **{"text-align": "left", "white-space": "pre-wrap"})
+        if "verdict" in frame:
+            styler = styler.map(lambda v: "font-weight: bold" if v == "no" else "", subset=["verdict"])
+        return styler.to_html()
+
+
+__all__ = ["show_table", "InteractiveTable", "ClaimsTable", "MAX_INLINE_ROWS"]

@@ -13,7 +13,8 @@ def _frame(n):
 
 
 def test_a_short_table_is_a_formatted_styler_without_the_index():
-    html = show_table(_frame(30), {"paper": "{:.1%}", "ours": "{:.1%}"}).to_html()
+    html = show_table(_frame(30).assign(setting="a <b>"), {"paper": "{:.1%}", "ours": "{:.1%}"}).to_html()
+    assert "a &lt;b&gt;" in html  # text is escaped, not read as HTML
     assert "100.0%" in html and "—" in html  # formatted; the missing value shown as a dash
     assert 'class="row_heading' not in html  # no index column
 
@@ -47,3 +48,13 @@ def test_a_comparison_run_on_one_stand_in_names_it_once_in_the_caption():
     assert "Table 1; ours computed on: digits (smoke)" in html and "<th" in html and "ours_on" not in html
     mixed = _frame(40).assign(ours_on=["a"] * 39 + ["b"])
     assert "ours_on" in show_table(mixed).data.columns  # two stand-ins: the column stays
+
+
+def test_a_claims_table_is_a_dataframe_shown_without_its_index_and_with_no_in_bold():
+    from shared.report import claim_record, claims_frame
+    from shared.tables import ClaimsTable
+
+    table = ClaimsTable(claims_frame([claim_record("holds", True), claim_record("fails", False, "3 < 4")]))
+    assert list(table["verdict"]) == ["yes", "no"] and type(table.set_index("claim")) is pd.DataFrame
+    html = table._repr_html_()
+    assert "row_heading" not in html and "font-weight: bold" in html and "3 &lt; 4" in html

@@ -64,9 +64,9 @@ def test_theory_page_writes_its_tables_figure_and_claims(tmp_path):
     shown = page.eq8_table()
     assert "generator" in shown.data.columns and shown.data.shape[0] == 10
     claims = page.claims()
-    assert len(claims.data) == 6
+    assert len(claims) == 6
     written = json.loads((tmp_path / "claims.json").read_text())
-    assert [c["claim"] for c in written] == list(claims.data["claim"])
+    assert [c["claim"] for c in written] == list(claims["claim"])
     assert {p.name for p in tmp_path.iterdir()} >= {"eq8.csv", "theorem2.csv", "class_dependent_counterexample.csv",
                                                     "theory.png", "claims.json", "comparison.csv"}
 
@@ -82,7 +82,7 @@ def test_datasets_page_compares_tables_5_6_and_8_and_reports_crowd_claims_not_ru
     assert len(six.data) == 8 and "algorithm" not in six.data.columns
     assert {"parameter", "hparam", "metric", "paper", "ours", "diff"} <= set(eight.data.columns)
     assert page.table8_differences().data["differences"].str.contains("paper: 5000").any()
-    claims = page.claims().data
+    claims = page.claims()
     assert (claims["verdict"] == "not run").all()
     comparison = pd.read_csv(tmp_path / "comparison.csv")
     assert set(comparison["item"]) == {"Table 5", "Table 6", "Table 8"}
@@ -115,7 +115,7 @@ def test_tabular_page_selects_exactly_its_runs_and_reports_missing_algorithms_as
     comparison = page.compare_with_paper().data
     assert set(comparison["dataset"]) == {"Lost"} and set(comparison["algorithm"]) == {"PRODEN", "CC"}
     assert {"paper", "ours", "diff"} <= set(comparison.columns) and "item" not in comparison.columns
-    claims = page.claims().data.set_index("claim")["verdict"]
+    claims = page.claims().set_index("claim")["verdict"]
     uss = "Under USS (Theorem 1) CR selects within 3 points of OA & ES for PRODEN, CC and Forward"
     assert claims[uss] == "not run"  # Forward was not run
     assert claims.str.fullmatch("yes|no|not run").all()
@@ -137,7 +137,7 @@ def test_image_page_draws_figure4_for_the_algorithms_run_and_leaves_the_rest_not
     fig = page.figure4()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["PRODEN", "FREDIS"]
     assert set(page.compare_with_paper().data["dataset"]) == {"PLCIFAR10-Vaguest"}
-    claims = page.claims().data.set_index("claim")["verdict"]
+    claims = page.claims().set_index("claim")["verdict"]
     assert claims.filter(like="PiCO, ABLE, CRDPLL").eq("not run").all()  # none of them was run
     assert claims.filter(like="FREDIS also takes").isin(["yes", "no"]).all()
     assert claims.filter(like="official update").eq("not run").all()  # the compat check trained nothing
@@ -154,6 +154,6 @@ def test_validation_use_page_runs_both_arms_and_sets_them_side_by_side(tmp_path)
         differences.loc[0, "training"] - differences.loc[0, "validation"])
     comparison = page.compare_with_paper().data
     assert list(comparison["algorithm"]) == ["PRODEN"] and comparison["paper"].notna().all()
-    claims = page.claims().data
+    claims = page.claims()
     assert len(claims) == 1 and claims.loc[0, "verdict"] in ("yes", "no")
     assert (tmp_path / "fig1_arms.csv").exists() and (tmp_path / "fig1_differences.csv").exists()
