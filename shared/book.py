@@ -164,7 +164,10 @@ def scorecard(catalogs: list[PaperCatalog], records: dict, profile: str) -> str:
     (state, numbers compared, share within the item's tolerance, median |diff|, its notebook's claims) and the
     claims themselves."""
     results_of = _results_of(profile, records)
-    run_status = lambda paper, nb: notebook_status(paper, nb, records, paper_dir(paper))  # noqa: E731
+
+    def run_status(paper: str, notebook: str) -> str:
+        return notebook_status(paper, notebook, records, paper_dir(paper))
+
     overview, sections = [], []
     for catalog in catalogs:
         items = item_frame(catalog, results_of, run_status)
