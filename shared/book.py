@@ -28,7 +28,7 @@ from shared.paths import REPO_ROOT, paper_dir, runs_dir
 from shared.preflight import paper_needs
 from shared.profiles import check_profile, notebook_settings
 from shared.report import claims_frame
-from shared.scorecard import item_frame, paper_summary, status_frame
+from shared.scorecard import STATE_TEXT, item_frame, paper_summary, status_frame
 
 BOOK = REPO_ROOT / "book"
 HIDDEN_PARAMETERS = {"out_dir"}
@@ -172,13 +172,20 @@ def scorecard(catalogs: list[PaperCatalog], records: dict, profile: str) -> str:
     for catalog in catalogs:
         items = item_frame(catalog, results_of, run_status)
         summary = paper_summary(catalog, items)
-        summary["paper"] = f"[{catalog.short}](papers/{catalog.paper}/index.md)"
-        overview.append(summary)
+        overview.append({
+            "paper": f"[{catalog.short}](papers/{catalog.paper}/index.md)",
+            "items run": f"{summary['ran']} of {summary['items']}" + (f", {summary['failed']} failed"
+                                                                      if summary["failed"] else ""),
+            "paper numbers compared": summary["paper numbers compared"],
+            "within tolerance": summary["within tolerance"],
+            "claims held / not / not run": f"{summary['claims held']} / {summary['not held']} / {summary['not run']}",
+        })
         shown = pd.DataFrame({
-            "item": items["item"], "title": items["title"],
-            "notebook": [f"[{Path(nb).stem}](papers/{catalog.paper}/{nb})" if run in ("ok", "failed") else (nb or "—")
-                         for nb, run in zip(items["notebook"], items["run"])],
-            "state": items["state"], "run": items["run"],
+            "item": [f"**{label}** {title}" for label, title in zip(items["item"], items["title"])],
+            "notebook": [(f"[{Path(nb).stem}](papers/{catalog.paper}/{nb})" + (" (failed)" if run == "failed" else "")
+                          if run in ("ok", "failed") else f"{Path(nb).stem} ({run})" if nb else "")
+                         + (f" ({state})" if state != catalog.state else "")
+                         for nb, run, state in zip(items["notebook"], items["run"], items["state"])],
             "compared": [f"{c} of {n}" if n else "—" for c, n in zip(items["compared"], items["paper numbers"])],
             "within tolerance": [f"{_percent(w)} ({t})" if w is not None and not pd.isna(w) else "—"
                                  for w, t in zip(items["within tolerance"], items["tolerance"])],
@@ -187,7 +194,9 @@ def scorecard(catalogs: list[PaperCatalog], records: dict, profile: str) -> str:
                                             zip(items["held"], items["not held"], items["not run"], items["run"])],
         })
         body = [f"## {catalog.title}\n", f"*{catalog.citation}* · [chapter](papers/{catalog.paper}/index.md)"
-                + "".join(f" · [{k}]({v})" for k, v in catalog.links.items()) + "\n", markdown_table(shown)]
+                + "".join(f" · [{k}]({v})" for k, v in catalog.links.items()) + "\n",
+                f"State of the items with a notebook: {STATE_TEXT[catalog.state]}; others as marked.\n",
+                markdown_table(shown)]
         for nb in dict.fromkeys(items.loc[items["run"] == "ok", "notebook"]):
             _, claims = results_of(catalog.paper, nb)
             if claims:
@@ -196,6 +205,7 @@ def scorecard(catalogs: list[PaperCatalog], records: dict, profile: str) -> str:
                 body.append(f":::{{dropdown}} Claims checked by {Path(nb).stem}\n{markdown_table(frame)}:::\n")
         sections.append("\n".join(body))
     intro = (
+        "---\nhtml_theme.sidebar_secondary.remove: true\n---\n\n"  # the tables get the page's full width
         "# Replication scorecard\n\n"
         f"Profile: **{profile}**. For every table and figure of the five papers: how far it has been run "
         "(*state*: smoke, rehearsal — the full profile's code on stand-in data in the real formats — or full), "

@@ -88,14 +88,14 @@ def status_frame(catalogs: list[PaperCatalog] | None = None) -> pd.DataFrame:
         rows.append({"folder": f"`{catalog.paper}/`", "paper": catalog.short, "replicates": catalog.replicates,
                      "items": f"{len(states) - len(missing)} of {len(states)}"
                               + (f" (not: {', '.join(missing)})" if missing else ""),
-                     "state": _state_text(catalog.state), "smoke profile runs on": catalog.smoke})
+                     "state": STATE_TEXT[catalog.state], "smoke profile runs on": catalog.smoke})
     return pd.DataFrame(rows)
 
 
-def _state_text(state: str) -> str:
-    return {"smoke": "smoke profile only",
-            "rehearsal": "smoke profile; full profile rehearsed on CPU (`make rehearse`), not yet run at the paper's scale",
-            "full": "smoke and full profiles"}[state]
+STATE_TEXT = {"smoke": "smoke profile only",
+              "rehearsal": "smoke profile; full profile rehearsed on CPU (`make rehearse`), not yet run at the paper's "
+                           "scale",
+              "full": "smoke and full profiles"}
 
 
 def markdown(frame: pd.DataFrame) -> str:

@@ -78,9 +78,11 @@ def test_assemble_writes_toc_scorecard_and_pages(tmp_path, monkeypatch):
     assert chapters[0] == {"file": "papers/ciln/index", "sections": [{"file": "papers/ciln/01_benchmark"}]}
     assert [c["file"] for c in chapters[1:]] == [f"papers/{p}/index" for p in ("benchmark_n", "lnlfn", "plench", "noisywikihow")]
     scorecard = (book / "scorecard.md").read_text()
-    assert "| [CILN](papers/ciln/index.md) | 10 | 10 | 1 | 0 | 1 of 1 | 100% | 0 | 1 | 1 |" in scorecard
-    assert ("| Table I | Summary of the benchmark instantiations (with Algorithm 1) | [01_benchmark](papers/ciln/"
-            "01_benchmark.ipynb) | rehearsal | ok | 1 of 1 | 100% (±5 %) | 0 | 0 / 1 / 1 |") in scorecard
+    assert scorecard.startswith("---\nhtml_theme.sidebar_secondary.remove: true\n---")  # full width for the tables
+    assert "| [CILN](papers/ciln/index.md) | 1 of 10 | 1 of 1 | 100% | 0 / 1 / 1 |" in scorecard
+    assert ("| **Table I** Summary of the benchmark instantiations (with Algorithm 1) | [01_benchmark](papers/ciln/"
+            "01_benchmark.ipynb) | 1 of 1 | 100% (±5 %) | 0 | 0 / 1 / 1 |") in scorecard
+    assert "| **Fig. 1** Corruption-induced label ambiguity under increasing severity | 02_examples (not run) |" in scorecard
     assert "| c | **no** | d |" in scorecard and "| e | not run | not computed |" in scorecard
     status = (book / "status.md").read_text()
     assert "| [LNLFN](papers/lnlfn/index.md) |" in status and "(not: Table 7)" in status

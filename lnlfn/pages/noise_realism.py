@@ -84,31 +84,41 @@ def fig3_curves(runs: pd.DataFrame) -> pd.DataFrame:
             .mean().reset_index())
 
 
+PANELS_PER_ROW = 3  # Fig. 3's five methods wrap onto two rows, so its text stays legible at the page's width
+
+
 def fig3_figure(curves: pd.DataFrame, paper: pd.DataFrame, methods: Mapping, *, paper_dataset: Mapping,
                 overlay=(), report=None, name: str = "fig3"):
-    """Fig. 3: one row of panels per dataset, one panel per method (``methods[dataset]``): our measurable (solid
+    """Fig. 3: a panel per dataset and method (``methods[dataset]``, three to a row): our measurable (solid
     orange) and true (dashed blue) accuracy against the share of the training split noised. On the datasets of
     ``overlay``, the paper's curves for ``paper_dataset[dataset]`` (grey, on a right-hand axis, for the shape):
     true accuracy dotted; measurable accuracy dash-dotted, or end points only where the paper gives no more than
     two. One legend for the figure names every series."""
     import matplotlib.pyplot as plt
 
-    n_cols = max(len(m) for m in methods.values())
-    fig, axes = plt.subplots(len(methods), n_cols, figsize=(3.0 * n_cols, 3.3 * len(methods) + 0.6), sharey="row",
+    n_cols = min(PANELS_PER_ROW, max(len(m) for m in methods.values()))
+    rows_of = {dataset: -(-len(m) // n_cols) for dataset, m in methods.items()}  # a dataset's methods, wrapped
+    fig, axes = plt.subplots(sum(rows_of.values()), n_cols, figsize=(3.3 * n_cols, 3.3 * sum(rows_of.values()) + 0.6),
                              squeeze=False, constrained_layout=True)
-    for row, (dataset, dataset_methods) in zip(axes, methods.items()):
+    first_row = 0
+    for dataset, dataset_methods in methods.items():
         ref = paper[paper["dataset"] == paper_dataset.get(dataset)] if dataset in overlay else paper.iloc[:0]
-        for col, (ax, method) in enumerate(zip(row, dataset_methods)):
+        panels = axes[first_row:first_row + rows_of[dataset]].ravel()
+        for i, (ax, method) in enumerate(zip(panels, dataset_methods)):
             part = curves[(curves["dataset"] == dataset) & (curves["method"] == method)]
             ax.plot(100 * part["realized"], part["measurable"], "-o", color="tab:orange", ms=3, label=OURS_MEASURABLE)
             ax.plot(100 * part["realized"], part["true"], "--o", color="tab:blue", ms=3, label=OURS_TRUE)
             _paper_curves(ax, ref[ref["noise"] == method], paper_dataset.get(dataset),
-                          last=col == len(dataset_methods) - 1)
+                          last=i % n_cols == n_cols - 1 or i == len(dataset_methods) - 1)
             ax.set_title(METHOD_LABELS.get(method, method), fontsize=10)
             ax.set_xlabel("% of split noised")
-        for ax in row[len(dataset_methods):]:
+            if i % n_cols == 0:
+                ax.set_ylabel(f"{dataset} test accuracy (%)")
+            else:
+                ax.sharey(panels[i - i % n_cols])
+        for ax in panels[len(dataset_methods):]:
             ax.set_visible(False)
-        row[0].set_ylabel(f"{dataset} test accuracy (%)")
+        first_row += rows_of[dataset]
     handles = {}
     for ax in fig.axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):

@@ -92,8 +92,10 @@ def test_fig3_without_the_overlay_has_only_our_series_and_a_row_per_dataset():
     assert len(visible) == 9  # 5 TweetNLP panels, 4 SNLI panels; the tenth slot is hidden
     snli = visible[5:]
     assert all({line.get_label() for line in ax.get_lines()} == {P.OURS_MEASURABLE, P.OURS_TRUE} for ax in snli)
-    assert [ax.get_ylabel() for ax in visible if ax.get_ylabel()] == ["tweetnlp test accuracy (%)",
-                                                                      "snli test accuracy (%)"]
+    # three panels to a row: each dataset's five or four methods take two rows, each row labelled
+    assert [ax.get_ylabel() for ax in visible if ax.get_ylabel()] == ["tweetnlp test accuracy (%)"] * 2 + [
+        "snli test accuracy (%)"] * 2
+    assert max(len([ax for ax in visible if ax.get_subplotspec().rowspan.start == r]) for r in range(4)) == 3
     fig = P.fig3_figure(curves(), paper, {"vader": METHODS}, paper_dataset={"vader": "TweetNLP"}, overlay=[])
     assert [t.get_text() for t in fig.legends[0].get_texts()] == [P.OURS_MEASURABLE, P.OURS_TRUE]
 
