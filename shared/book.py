@@ -77,7 +77,8 @@ def reproduce_note(record: dict) -> str:
         where = {"cuda": "a CUDA GPU", "cpu": "the CPU"}.get(device, "the CPU, or a GPU when there is one")
         lines += ["", f"**Full profile**: `{run} --profile full -f {paper}/params/full.yaml -p data_dir /path/to/data`"
                   f" on {where}; it reads " + (", ".join(needs) if needs else "no data beyond the smoke profile's")
-                  + " (`--check-env` lists what is missing, with where to get it)."]
+                  + " (`--check-env` lists what is missing, with where to get it). No full run has been timed yet, "
+                  "so its hours are not given."]
     return "\n".join(lines + [":::"])
 
 

@@ -45,6 +45,7 @@ def test_the_reproduce_box_gives_both_commands_and_what_the_full_profile_reads()
     full = note.split("**Full profile**: ")[1]
     assert full.startswith("`.venv/bin/python -m shared.run benchmark_n --only '08_coco_wan' --profile full -f "
                            "benchmark_n/params/full.yaml -p data_dir /path/to/data` on a CUDA GPU")
+    assert full.endswith("No full run has been timed yet, so its hours are not given.\n:::")
     for need in ("coco2017 train annotations and images", "resnet50 ImageNet weights", "SAM checkpoint",
                  "Grounding-DINO"):
         assert need in full
