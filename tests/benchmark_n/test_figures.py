@@ -21,3 +21,17 @@ def test_bars_mark_the_paper_value_of_every_setting_and_metric_and_name_it_in_th
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert sorted(labels) == ["boundary AP retained", "mask AP retained", "paper"]  # "paper" once
     assert [round(p.get_height()) for p in ax.patches] == [60, 100, 5, 45]
+
+
+def test_figure7a_draws_the_papers_curve_of_every_dataset_beside_ours():
+    from benchmark_n.model_figures import figure7a
+
+    paper = pd.DataFrame({"dataset": ["COCO-N"] * 3 + ["LVIS-N"] * 2, "tier": ["clean", "low", "high", "clean", "high"],
+                          "value": [34.0, 30.0, 20.0, 20.0, 12.0]})
+    records = pd.DataFrame({"tier": ["clean", "clean", "high"], "mask_AP": [30.0, 32.0, 20.0],
+                            "boundary_AP": [20.0, 21.0, 5.0], "box_AP": [35.0, 36.0, 30.0]})
+    left, right = figure7a(paper, records, "ours").axes
+    drawn = {line.get_label(): [y for y in line.get_ydata() if np.isfinite(y)] for line in left.get_lines()}
+    assert drawn == {"COCO-N": [34.0, 30.0, 20.0], "LVIS-N": [20.0, 12.0]}  # every paper value, on its own tier
+    assert sorted(t.get_text() for t in left.get_legend().get_texts()) == ["COCO-N", "LVIS-N"]
+    assert [t.get_text() for t in right.get_legend().get_texts()] == ["mask AP", "boundary AP", "box AP"]
