@@ -9,8 +9,10 @@ hyperparameters (``plench.hparams``).
 Textual entries (an algorithm's group, reference, whether it runs on tabular data; a hyperparameter's
 distribution) are set side by side with ``agrees`` and, where they differ, ``differences``; numbers (how many
 algorithms per group, each hyperparameter's default and the smallest and largest value its search draws) go
-through ``shared.report.compare_with_paper``. An entry on one side only is a row too, never dropped: a
-registered algorithm or hyperparameter the paper does not list, or one of the paper's the registry lacks.
+through ``shared.report.compare_with_paper``, which sets ours beside each of the paper's numbers. In the
+side-by-side tables an entry on one side only is a row too, never dropped: a registered algorithm or hyperparameter
+the paper does not list, or one of the paper's the registry lacks. A search the code replaces on PLCIFAR10 (ALIM's
+noise rate, PiCO+'s clean ratio: fixed from the dataset's noise rate) is named as a difference.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from plench.algorithms import ALGORITHMS, display_name
-from plench.hparams import Choice, Fixed, LogUniform, PowChoice, global_space, specific_space
+from plench.hparams import KNOWN_NOISE_RATES, Choice, Fixed, LogUniform, PowChoice, global_space, specific_space
 from shared.errors import DataFormatError
 
 # The registry's groups under Table 6's headings.
@@ -188,15 +190,22 @@ def table8_registry(algorithms=None, *, compat: bool = True, dataset: str | None
     algorithms = ALGORITHMS if algorithms is None else algorithms
     spaces = [(condition, global_space(arch)) for condition, arch in GLOBAL_CONDITIONS.items()]
     spaces += [(display_name(name), specific_space(name, dataset, compat)) for name in algorithms]
+    on_plcifar10 = [((display_name(name), hparam), f"{hp.distribution.text} on {data}")  # noise-rate settings
+                    for name in algorithms if dataset is None for data in KNOWN_NOISE_RATES
+                    for hparam, hp in specific_space(name, data, compat).items()
+                    if hp.distribution.text != specific_space(name, None, compat)[hparam].distribution.text]
     rows = []
     for condition, space in spaces:
         for hparam, hp in space.items():
             values = _numbers(hp.distribution.values)
+            where = [text for key, text in on_plcifar10 if key == (condition, hparam)]
             rows.append({"condition": condition, "hparam": hparam, "default": hp.default,
                          "distribution": hp.distribution.text,
                          "low": float(values.min()) if values is not None else np.nan,
-                         "high": float(values.max()) if values is not None else np.nan, "dist": hp.distribution})
-    return pd.DataFrame(rows, columns=["condition", "hparam", "default", "distribution", "low", "high", "dist"])
+                         "high": float(values.max()) if values is not None else np.nan, "dist": hp.distribution,
+                         "on PLCIFAR10": "; ".join(where)})
+    return pd.DataFrame(rows, columns=["condition", "hparam", "default", "distribution", "low", "high", "dist",
+                                       "on PLCIFAR10"])
 
 
 def table8_paper(paper: pd.DataFrame) -> pd.DataFrame:
@@ -235,6 +244,8 @@ def table8_side_by_side(paper: pd.DataFrame, registry: pd.DataFrame) -> pd.DataF
                 differences.append(f"default {_text(o['default'])} (paper: {_text(p['default'])})")
             if not same_distribution(p["dist"], o["dist"]):
                 differences.append(f"distribution {o['distribution']} (paper: {p['distribution']})")
+        if o is not None and o.get("on PLCIFAR10"):  # the search the table states is not what runs there
+            differences.append(f"fixed on PLCIFAR10 from its noise rate: {o['on PLCIFAR10']}")
         rows.append({"condition": key[0], "parameter": MISSING if p is None else p["parameter"], "hparam": key[1],
                      "default (paper)": MISSING if p is None else _text(p["default"]),
                      "default (ours)": MISSING if o is None else _text(o["default"]),

@@ -7,7 +7,7 @@ rate, weight decay and batch size to every algorithm (paired configurations).
 
 Each hyperparameter is a default and a distribution object (``Fixed``, ``LogUniform``, ``Pow2Int``, ``Choice``,
 ``PowChoice``): called with a ``RandomState`` it draws a value exactly as the official ``hparams_registry.py``
-does, and it describes itself (``text``, ``low``, ``high``), so Table 8 can be set beside the registry
+does, and it describes itself (``text``, and ``values``: what a search can draw), so Table 8 can be set beside the registry
 (``plench.catalogue``). ``search_space(algorithm, arch)`` lists them.
 
 Where the official code differs from the paper's Table 8, the code's value is used with ``compat=True``
