@@ -70,6 +70,24 @@ def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame, on: list[str] | 
     return merged[front + [c for c in merged.columns if c not in front]]
 
 
+def tolerance_verdicts(table: pd.DataFrame, paper: str, notebook: str) -> list[str]:
+    """Per comparison row: "yes" or "no" (|ours - paper| within the tolerance that ``<paper>/items.yaml`` states for
+    the item of ``notebook`` comparing that row's ``item``), or "—" when ours is missing, the paper's value is not a
+    number, or no item of this notebook states a tolerance for it."""
+    from shared.catalog import load_catalog
+
+    tolerances = {label: item.tolerance for item in load_catalog(paper).items
+                  if item.notebook and Path(item.notebook).stem == notebook and item.tolerance for label in item.compares}
+    paper_values = pd.to_numeric(table["paper"], errors="coerce")
+    ours = pd.to_numeric(table["ours"], errors="coerce")
+    verdicts = []
+    for label, p, o in zip(table["item"].astype(str), paper_values, ours):
+        tolerance = tolerances.get(label)
+        ok = tolerance is not None and not (np.isnan(p) or np.isnan(o))
+        verdicts.append(("yes" if tolerance.within([p], [o])[0] else "no") if ok else "—")
+    return verdicts
+
+
 def _key_text(value) -> str:
     """A key value as text that matches across CSV and code: 3, 3.0 and "3" all become "3"; NaN becomes ""."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
@@ -122,8 +140,10 @@ class NotebookReport:
         return path
 
     def compare(self, ours: pd.DataFrame, reported_name: str, on: list[str] | None = None) -> pd.DataFrame:
-        """``compare_with_paper`` against ``<paper>/reported/<reported_name>.csv``; kept for the scorecard."""
+        """``compare_with_paper`` against ``<paper>/reported/<reported_name>.csv`` with a ``within tolerance``
+        verdict per row (``tolerance_verdicts``); kept for the scorecard."""
         table = compare_with_paper(ours, reported(self.paper, reported_name), on)
+        table["within tolerance"] = tolerance_verdicts(table, self.paper, self.notebook)
         self.comparisons.append(table)
         return table
 

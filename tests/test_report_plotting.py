@@ -108,3 +108,15 @@ def test_figures_are_sharp_files_and_sharp_in_a_notebook(tmp_path):
     finally:
         InteractiveShell.clear_instance()
         plt.close("all")
+
+
+def test_each_compared_row_says_whether_it_is_within_the_items_tolerance(tmp_path):
+    """ciln/items.yaml: Table I (01_benchmark) is close within 5 % of the paper's number."""
+    report = NotebookReport("ciln", "01_benchmark", tmp_path)
+    ours = pd.DataFrame({"dataset": ["CIFAR10", "MNIST", "Adult"], "metric": ["voters"] * 3, "value": [4.1, 5.0, None]})
+    table = report.compare(ours, "table1", on=["dataset"]).set_index("dataset")
+    assert table.loc["CIFAR10", "within tolerance"] == "yes"  # 4.1 vs 4: 2.5 % off
+    assert table.loc["MNIST", "within tolerance"] == "no"  # 5 vs 4: 25 % off
+    assert table.loc["Adult", "within tolerance"] == "—"  # not run
+    other = NotebookReport("ciln", "02_examples", tmp_path).compare(ours, "table1", on=["dataset"])
+    assert set(other["within tolerance"]) == {"—"}  # no item of 02 states a tolerance for Table I

@@ -48,13 +48,14 @@ class Page(NotebookPage):
 
 def comparison_table(comparison: pd.DataFrame, *, decimals: int = 2):
     """``report.compare``'s rows (of one or more reported tables) as a page shows them: item and the keys, metric,
-    paper, ours, diff, what ours was run on, then the paper's source and note where some row has one (a source other
+    paper, ours, diff, within tolerance, what ours was run on, then the paper's source and note where some row has one (a source other
     than "paper", a non-empty note)."""
-    numbers = ["metric", "paper", "ours", "diff"]
+    numbers = ["metric", "paper", "ours", "diff", "within tolerance"]
     said = [c for c, default in SAYS_NOTHING.items()
             if c in comparison.columns and comparison[c].dropna().astype(str).ne(default).any()]
     keys = [c for c in comparison.columns if c not in (*numbers, "ours_on", *SAYS_NOTHING)]
-    columns = keys + numbers + [c for c in ("ours_on", *said) if c in comparison.columns]
+    columns = keys + [c for c in numbers if c in comparison.columns] + [c for c in ("ours_on", *said)
+                                                                          if c in comparison.columns]
     number = f"{{:.{decimals}f}}"
     return show_table(comparison[columns], {"paper": number, "ours": number, "diff": f"{{:+.{decimals}f}}"})
 

@@ -17,8 +17,9 @@ def comparison(source=("paper", "paper"), note=(None, None)) -> pd.DataFrame:
 
 
 def test_comparison_table_puts_ours_on_after_diff_and_leaves_out_a_source_and_note_that_say_nothing():
-    shown = comparison_table(comparison())
-    assert list(shown.data.columns) == ["item", "dataset", "method", "metric", "paper", "ours", "diff", "ours_on"]
+    shown = comparison_table(comparison().assign(**{"within tolerance": "no"}))
+    assert list(shown.data.columns) == ["item", "dataset", "method", "metric", "paper", "ours", "diff",
+                                        "within tolerance", "ours_on"]
     html = shown.to_html()
     assert "121.00" in html and "-91.00" in html and "0.59" in html
 
