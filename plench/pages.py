@@ -145,6 +145,15 @@ class SweepPage(TrainingPage):
         self.report.table(table.drop(columns=["per_trial"]), self.table_name)
         return table
 
+    def paper_rows(self) -> pd.DataFrame:
+        """Our results in the long form of ``reported/results.csv`` (value = mean accuracy)."""
+        raise NotImplementedError
+
+    def compare_with_paper(self):
+        comparison = self.report.compare(self.paper_rows(), "results",
+                                         on=["dataset", "network", "algorithm", "criterion"])
+        return show_table(_shown_comparison(comparison), COMPARISON_FORMATS)
+
 
 # ------------------------------------------------------------------------------------------------ 00
 class Datasets(Page):
@@ -311,10 +320,8 @@ class TabularBenchmark(SweepPage):
         return show_table(self.speed, {"speedup": "{:.2f}x", "one_by_one_s": "{:.2f}", "batched_s": "{:.2f}",
                                        "batched_by_auto": _yes_no})
 
-    def compare_with_paper(self):
-        ours = reports.tabular_paper_rows(self.main.rename(columns={"mean": "value"}))
-        comparison = self.report.compare(ours, "results", on=["dataset", "network", "algorithm", "criterion"])
-        return show_table(_shown_comparison(comparison), COMPARISON_FORMATS)
+    def paper_rows(self) -> pd.DataFrame:
+        return reports.tabular_paper_rows(self.main.rename(columns={"mean": "value"}))
 
     def claims(self):
         cfg = self.cfg
@@ -361,10 +368,8 @@ class ImageBenchmark(SweepPage):
         return show_table(self.compat_confidences, {"max |w - s/|S||": "{:.4f}", "compat": _yes_no,
                                                     "uniform": _yes_no})
 
-    def compare_with_paper(self):
-        ours = reports.image_paper_rows(self.table.rename(columns={"mean": "value"}))
-        comparison = self.report.compare(ours, "results", on=["dataset", "network", "algorithm", "criterion"])
-        return show_table(_shown_comparison(comparison), COMPARISON_FORMATS)
+    def paper_rows(self) -> pd.DataFrame:
+        return reports.image_paper_rows(self.table.rename(columns={"mean": "value"}))
 
     def claims(self):
         cfg = self.cfg
