@@ -2,6 +2,9 @@
 #   make book   set up .venv, run every notebook in the smoke profile, build the book
 #   make test   set up .venv, run the unit tests and every notebook in the smoke profile
 #   make rehearse  run the full profile at reduced scale on stand-in data in the real formats (shared/rehearsal.py)
+#   make rehearse-ci  every notebook of every paper in the full profile on rehearsal data at the CI scale (~10 min)
+#   make gpu-check  time the full profile's step kinds here, write shared/calibration/<device>.yaml (420 s; on a
+#                   bare GPU box without .venv: python3 -m shared.gpu_check --budget 420 from the repository root)
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV ?= .venv
@@ -10,7 +13,7 @@ KERNEL := noisy-label-replications
 JOBS ?= 2
 PROFILE ?= smoke
 
-.PHONY: setup book run test unit lab rehearse clean-runs
+.PHONY: setup book run test unit lab rehearse rehearse-ci clean-runs
 
 setup: $(VENV)/.setup-done
 
@@ -50,8 +53,18 @@ rehearse: setup
 	    -p data_dir $(REHEARSAL_DATA) --out runs/rehearsal --jobs $(JOBS) --threads 1 $(ARGS) || status=1; \
 	done; exit $$status
 
+# The same code path on every change, at the smallest scale (<paper>/params/ci.yaml over rehearsal.yaml), with the
+# cost model's plans checked against the runs each notebook made (to join CI once timed).
+rehearse-ci: setup
+	$(BIN)/python -m pytest tests/test_rehearsal_notebooks.py --rehearsal
+
 lab: setup
 	$(BIN)/jupyter lab
 
 clean-runs:
-	rm -rf runs book/_build book/_toc.yml book/scorecard.md book/status.md book/papers
+	rm -rf runs book/_build book/_toc.yml book/scorecard.md book/cost.md book/status.md book/papers
+
+# Time the full profile's step kinds on this machine (shared/gpu_check.py); the .venv's Python where there is one,
+# else the machine's python3 (a bare GPU box: torch, torchvision, transformers, timm, numpy, pandas, pyyaml).
+gpu-check:
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,python3) -m shared.gpu_check --budget 420 $(ARGS)

@@ -31,6 +31,9 @@ from shared.progress import progress
 LV_LABEL = 1  # CAMUS: 1 = LV endocardium cavity, 2 = myocardium (epicardium minus cavity), 3 = left atrium
 CAMUS_URL = "https://www.creatis.insa-lyon.fr/Challenge/camus/ (registration; research use only)"
 FORMATS = {"nifti": ".nii.gz", "mhd": ".mhd"}
+#: patients of the current public release (500: the 450 training and 50 test patients of the challenge, all with
+#: labels), for planning runs without the data (``benchmark_n.cost``)
+CAMUS_PATIENTS = 500
 
 _NIFTI_DTYPES = {2: "u1", 4: "i2", 8: "i4", 16: "f4", 64: "f8", 256: "i1", 512: "u2", 768: "u4", 1024: "i8",
                  1280: "u8"}
@@ -340,5 +343,5 @@ def _load_patient(folder: Path, view: str, fmt: str, size: int):
     return (np.stack(images), np.stack(masks)), spacing, ef_ref, used
 
 
-__all__ = ["LV_LABEL", "CAMUS_URL", "FORMATS", "read_nifti", "write_camus_mhd", "read_mhd", "read_info_cfg", "locate_camus",
+__all__ = ["LV_LABEL", "CAMUS_URL", "FORMATS", "CAMUS_PATIENTS", "read_nifti", "write_camus_mhd", "read_mhd", "read_info_cfg", "locate_camus",
            "load_camus"]

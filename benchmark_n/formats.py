@@ -123,6 +123,39 @@ LAYOUTS: dict[str, Layout] = {
 }
 
 
+@dataclass(frozen=True)
+class SplitSize:
+    """A released split's size: images, instance annotations (None: not recorded here) and categories."""
+
+    images: int
+    annotations: int | None
+    categories: int
+
+
+#: the released splits' sizes, for planning runs without the data (``benchmark_n.cost``): COCO 2017 instances
+#: (cocodataset.org: 118,287 / 5,000 images, 860,001 / 36,781 annotations, 80 categories); Cityscapes fine in COCO
+#: format (2,975 / 500 images, the 8 instance classes); LVIS v1 (lvisdataset.org: 100,170 / 19,809 images,
+#: 1,270,141 / 244,707 annotations, 1,203 categories). VIPER's COCO release is not recorded: its sizes were not
+#: available to us.
+SIZES: dict[tuple[str, str], SplitSize] = {
+    ("coco2017", "train"): SplitSize(118_287, 860_001, 80),
+    ("coco2017", "val"): SplitSize(5_000, 36_781, 80),
+    ("cityscapes", "train"): SplitSize(2_975, None, 8),
+    ("cityscapes", "val"): SplitSize(500, None, 8),
+    ("lvis_v1", "train"): SplitSize(100_170, 1_270_141, 1_203),
+    ("lvis_v1", "val"): SplitSize(19_809, 244_707, 1_203),
+}
+
+
+def split_size(dataset: str, split: str) -> SplitSize:
+    """The registered size of a split (``SIZES``); ConfigError naming the registry when it is not there."""
+    layout(dataset)
+    if (dataset, split) not in SIZES:
+        raise ConfigError(f"the size of {dataset} {split} is not recorded; add it to benchmark_n.formats.SIZES "
+                          "(images, annotations, categories) to plan runs on it")
+    return SIZES[(dataset, split)]
+
+
 def layout(dataset: str) -> Layout:
     """The registered layout of ``dataset`` (ConfigError listing the valid names otherwise)."""
     if dataset not in LAYOUTS:
@@ -295,5 +328,5 @@ def write_coco2017(root, train, val) -> Path:
     return write_layout(root, "coco2017", {"train": train, "val": val})
 
 
-__all__ = ["Layout", "LAYOUTS", "layout", "annotation_path", "image_path", "check_image_files", "image_folders",
+__all__ = ["Layout", "LAYOUTS", "SplitSize", "SIZES", "split_size", "layout", "annotation_path", "image_path", "check_image_files", "image_folders",
            "locate_split", "load_split", "write_layout", "write_coco2017", "JPEG_QUALITY"]

@@ -77,6 +77,7 @@ import copy
 import hashlib
 import json
 import os
+import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -515,14 +516,18 @@ def text_tier(data, detector: str = "stand_in", annotator="grabcut", seed: int =
 
 def text_prompt_quality(data, detector: str = "stand_in", annotator="grabcut", seeds=(0,), *,
                         detector_options: dict | None = None, dilation_ratio: float = 0.02,
-                        **options) -> pd.DataFrame:
+                        on_label_set: Callable[[int, float], None] | None = None, **options) -> pd.DataFrame:
     """``wan.prompt_quality``'s table for the text prompt: per seed, ``text_tier``'s weak labels of ``data`` scored
     against its clean annotations (``metrics.annotation_quality``), in ``wan.QUALITY_COLUMNS`` with prompt "text";
     ``mean_iou`` is the mean best IoU of the matched ground truths, ``mean_dice`` NaN (text labels are not one per
-    ground truth), the detection precision / recall / F1 at IoU 0.5 from the manifest."""
+    ground truth), the detection precision / recall / F1 at IoU 0.5 from the manifest. ``on_label_set(seed,
+    seconds)`` is called after each seed's labels are made (the pages log it to ``shared.runlog``)."""
     rows = []
     for seed in seeds:
+        start = time.perf_counter()
         weak = text_tier(data, detector, annotator, seed, detector_options=detector_options, **options)
+        if on_label_set is not None:
+            on_label_set(seed, time.perf_counter() - start)
         m = weak.manifest
         quality = annotation_quality(data.dataset, weak.dataset, dilation_ratio=dilation_ratio)
         p, r = m["precision_50"], m["recall_50"]

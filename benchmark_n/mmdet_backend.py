@@ -34,6 +34,7 @@ in this project (mmcv has no CPU wheel on PyPI): ``fit_predict`` and a ``write_c
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 import tempfile
@@ -105,9 +106,10 @@ MODELS = {
                                      "lvis); LVIS-format JSON only", _RCNN, evaluator="LVISMetric", wrapped=True),
 }
 #: hyperparameters of ``fit_predict`` (epochs None: the config's schedule; work_dir None: a temporary folder;
-#: mmdet_configs None: the installed mmdet's configs/; images_per_gpu 8 on one device: the paper's total batch)
+#: mmdet_configs None: the installed mmdet's configs/; images_per_gpu 8 on one device: the paper's total batch;
+#: backbone_weights "imagenet": the config's own init_cfg, None: no pre-trained backbone, or a checkpoint file)
 DEFAULTS = {"model": "mask_rcnn_r50", "images_per_gpu": 8, "epochs": None, "work_dir": None, "mmdet_configs": None,
-            "loss": "ce"}
+            "loss": "ce", "backbone_weights": "imagenet"}
 
 
 # ------------------------------------------------------------------------------------------------ the config
@@ -157,13 +159,15 @@ def _evaluators(entry: MMDetModel, clean_json: str, noisy_json, outfile_prefix=N
 
 def config_overrides(model: str, train_json, train_images, val_json, val_images, classes, work_dir, *, gpus: int = 4,
                      images_per_gpu: int = 2, seed: int = 0, epochs: int | None = None,
-                     evaluate_noisy_val_json=None, load_from=None) -> dict:
+                     evaluate_noisy_val_json=None, load_from=None, backbone_weights="imagenet") -> dict:
     """What a Benchmark-N run changes in ``model``'s mmdet config, as a nested dict of mmengine config keys (a
     key that is a number indexes a list of the base config, as in mmengine's ``--cfg-options``). Paths become
     absolute; ``classes`` are the category names in the order of the JSON's ``categories``. ``gpus`` only enters
     the record ``benchmark_n`` (total batch and the lr factor ``auto_scale_lr`` will apply when run on that many
     GPUs). ``load_from`` other than None raises ConfigError: initialising from a COCO checkpoint leaks clean
-    labels."""
+    labels. ``backbone_weights``: "imagenet" keeps the config's backbone ``init_cfg`` (mmengine fetches
+    ``torchvision://resnet50`` into the torch hub cache unless the file is there), None trains the backbone from
+    its random initialisation, a path loads that checkpoint file instead."""
     entry = model_entry(model)
     if load_from is not None:
         raise ConfigError(f"load_from={load_from!r} refused: a checkpoint trained on clean COCO leaks the clean "
@@ -186,6 +190,11 @@ def config_overrides(model: str, train_json, train_images, val_json, val_images,
     if entry.class_keys == _M2F:  # one weight per class and 0.1 for "no object", as the config has
         flat["model.panoptic_head.loss_cls.class_weight"] = [1.0] * k + [0.1]
     flat.update(dict(entry.fixed))
+    if backbone_weights is None:  # None replaces the base's Pretrained dict: the backbone keeps its random init
+        flat["model.backbone.init_cfg"] = None
+    elif backbone_weights != "imagenet":
+        flat["model.backbone.init_cfg"] = {"_delete_": True, "type": "Pretrained",
+                                           "checkpoint": os.path.abspath(backbone_weights)}
     total = gpus * images_per_gpu
     flat.update({
         "train_dataloader.batch_size": images_per_gpu,
@@ -305,6 +314,9 @@ def check_hparams(hp: dict) -> dict:
     model_entry(hp["model"])
     _check_epochs(hp["model"], hp["epochs"])
     _check_count("images_per_gpu", hp["images_per_gpu"])
+    if hp["backbone_weights"] is not None and not isinstance(hp["backbone_weights"], (str, Path)):
+        raise ConfigError(f"backbone_weights={hp['backbone_weights']!r}: it must be 'imagenet', None (random "
+                          "init) or the path of a checkpoint file")
     if hp["loss"] != "ce":
         raise ConfigError(f"loss={hp['loss']!r}: the mmdet backend trains with its configs' losses only (no SCE "
                           "loss module is written for mmdet); the torchvision backend (benchmark_n.maskrcnn) has "
@@ -340,6 +352,9 @@ def _history(scalars: Path) -> list[dict]:
              **{k: v for k, v in r.items() if k.startswith("loss")}} for r in rows if "loss" in r]
 
 
+_RUNS = itertools.count()  # numbers the Runners of this process (their Visualizer names)
+
+
 def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cuda", log_losses: bool = False) -> dict:
     """Train ``hp["model"]`` with mmengine's Runner on ``train``'s (noisy) annotations, validating on ``val``'s
     (clean) each epoch as the config does, then test the final weights on ``val`` and return their detections
@@ -352,6 +367,10 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cuda", log_l
                           "backend (benchmark_n.maskrcnn) logs them")
     _import_mmdet()
     configs = mmdet_configs_dir(hp["mmdet_configs"])
+    weights = hp["backbone_weights"]
+    if weights not in (None, "imagenet") and not Path(weights).is_file():
+        raise DataNotFoundError(f"backbone_weights file {weights} does not exist; give a checkpoint of the config's "
+                                "backbone, 'imagenet' or None")
     from mmengine.config import Config
     from mmengine.runner import Runner
     import torch
@@ -371,8 +390,13 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cuda", log_l
         val_json, val_images = _write_split(val, "val", work / "data")
         path = write_config(hp["model"], train_json, train_images, val_json, val_images, names, work,
                             path=work / "config.py", mmdet_configs=configs, gpus=1,
-                            images_per_gpu=hp["images_per_gpu"], seed=seed, epochs=hp["epochs"])
-        runner = Runner.from_cfg(Config.fromfile(str(path)))
+                            images_per_gpu=hp["images_per_gpu"], seed=seed, epochs=hp["epochs"],
+                            backbone_weights=weights)
+        cfg = Config.fromfile(str(path))
+        # the configs name their Visualizer "visualizer", and mmengine hands a later Runner of this process the
+        # instance of that name, still writing scalars.json into the first run's (deleted) folder: one name per run
+        cfg.visualizer["name"] = f"benchmark_n_{os.getpid()}_{next(_RUNS)}"
+        runner = Runner.from_cfg(cfg)
         runner.train()
         runner.test()
         results = work / "results" / "val.segm.json"

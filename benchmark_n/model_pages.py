@@ -13,27 +13,22 @@ numbers beside ours and the paper's findings checked.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import cached_property, partial
+from functools import cached_property
 
 import pandas as pd
 
-from benchmark_n import camus, camus_files, figures, grounded, wan
+from benchmark_n import camus, camus_files, figures, grounded, plans, wan
 from benchmark_n import model_figures as MF
 from benchmark_n import model_results as R
 from benchmark_n.pages import PAPER, Page
-from benchmark_n.runs import (BACKENDS, FEDERATED, DataRecipe, FineTuning, RunSpec, Training, TrainNoise, finetune_grid,
-                              load_pair, run_grid)
+from benchmark_n.plans import LVIS_DETECTIONS  # noqa: F401  (re-exported: it used to live here)
+from benchmark_n.runs import BACKENDS, RunSpec, TrainNoise, finetune_grid, load_pair, run_grid
 from benchmark_n.tables import table7_retained
 from shared.paths import data_dir as default_data_dir
 from shared.progress import progress
-from shared.errors import ConfigError, unknown_choice
-from shared.profiles import notebook_settings
+from shared.errors import ConfigError
 from shared.report import compare_with_paper, reported
-
-
-#: LVIS's test protocol (MMDetection's and detectron2's LVIS configs): up to 300 detections per image, kept from a
-#: score of 1e-4, so that rare classes, which score low, are found at all (the settings' hparams override them)
-LVIS_DETECTIONS = {"detections_per_image": 300, "score_threshold": 1e-4}
+from shared.runlog import log_run
 
 
 class ModelPage(Page):
@@ -46,32 +41,20 @@ class ModelPage(Page):
         super().__init__(profile, data_dir=data_dir, settings=settings, out_dir=out_dir)
         cfg = self.cfg
         self.shrunk = any(k in (settings or {}) for k in self.SHRINKING)
-        self.recipe = DataRecipe.from_settings(cfg, data_dir)
-        hparams = dict(cfg.get("hparams") or {})
-        if self.recipe.dataset in FEDERATED and cfg.backend == "torchvision":
-            hparams = {**LVIS_DETECTIONS, **hparams}
-        self.training = Training(cfg.backend, hparams, device, float(cfg.get("dilation_ratio", 0.02)))
+        self.recipe = plans.recipe(cfg, data_dir)
+        self.training = plans.training(cfg, self.recipe, device)
 
     def noise(self, tier: str) -> TrainNoise:
-        """The training noise of a tier of the page's engine (``engine``, with ``engine_options``); clean for
-        "clean"."""
-        if tier == "clean":
-            return TrainNoise()
-        return TrainNoise("engine", self.cfg.engine, tier, options=dict(self.cfg.get("engine_options") or {}))
+        """The training noise of a tier of the page's engine (``plans.noise``)."""
+        return plans.noise(self.cfg, tier)
 
     def spec(self, noise: TrainNoise, seed: int, loss: str = "ce") -> RunSpec:
-        """A run of this page. With the ``log_losses`` setting, a run on an engine tier keeps its per-instance losses
-        (Figs. 8 and 13 show them); clean, ablation, class-noise and weak-label runs do not need them and skip the
-        passes over the training set that logging takes. Pages share runs, so the flag is part of a run's key."""
-        return RunSpec(noise, seed, loss, log_losses=bool(self.cfg.get("log_losses")) and noise.kind == "engine")
+        """A run of this page (``plans.spec``)."""
+        return plans.spec(self.cfg, noise, seed, loss)
 
     def specs(self) -> list[RunSpec]:
-        raise NotImplementedError
-
-    def _clean(self) -> list[RunSpec]:
-        """The clean runs, every table's baseline. Pages other than 03 list them last: when notebooks run side by
-        side, a page then trains its own runs while 03 trains the clean ones, instead of waiting for them."""
-        return [self.spec(TrainNoise(), seed) for seed in self.cfg.seeds]
+        """The runs this page trains: ``plans.model_specs`` (which ``benchmark_n.cost`` plans too)."""
+        return plans.model_specs(self.notebook, self.cfg, self.data_dir)
 
     def run(self) -> pd.DataFrame:
         """Train the runs not cached yet; the table of runs (setting, seed, mask / Boundary / box AP %)."""
@@ -107,11 +90,6 @@ class TrainEval(ModelPage):
 
     notebook = "03_train_eval"
 
-    def specs(self) -> list[RunSpec]:
-        noisy = [self.spec(self.noise(tier), seed) for tier in self.cfg.tiers if tier != "clean"
-                 for seed in self.cfg.seeds]
-        return (self._clean() if "clean" in self.cfg.tiers else []) + noisy
-
     def tier_table(self) -> pd.DataFrame:
         return R.tier_table(self.summary)
 
@@ -146,10 +124,6 @@ class NoiseAblation(ModelPage):
 
     notebook = "04_noise_ablation"
 
-    def specs(self) -> list[RunSpec]:
-        return [self.spec(TrainNoise("ablation", op, level), seed) for op in self.cfg.ablations
-                for level in self.cfg.levels for seed in self.cfg.seeds] + self._clean()
-
     def ablation_table(self) -> pd.DataFrame:
         return R.ablation_table(self.summary)
 
@@ -182,14 +156,6 @@ class ClassNoise(ModelPage):
 
     notebook = "05_class_noise"
 
-    def specs(self) -> list[RunSpec]:
-        class_runs = [self.spec(TrainNoise("class_noise", kind, rate=float(rate)), seed)
-                      for kind, rate in self.cfg.class_noise for seed in self.cfg.seeds]
-        legacy = (self.noise if self.cfg.engine == "legacy_v0" else partial(TrainNoise, "engine", "legacy_v0"))
-        combined = [self.spec(legacy(tier), seed)
-                    for tier in self.cfg.combined_tiers for seed in self.cfg.seeds]
-        return class_runs + combined + self._clean()
-
     def table9(self) -> pd.DataFrame:
         return R.setting_table(self.summary, ["box_AP", "mask_AP"])
 
@@ -216,11 +182,6 @@ class NoisyLosses(ModelPage):
     """06: Table 13 (cross-entropy vs Symmetric Cross-Entropy) and Figs. 8 and 13 (per-instance losses)."""
 
     notebook = "06_lnl"
-
-    def specs(self) -> list[RunSpec]:
-        tiers = self.cfg.loss_tiers
-        runs = [self.spec(self.noise(t), seed, loss) for t in tiers for loss in ("ce", "sce") for seed in self.cfg.seeds]
-        return runs + self._clean()  # clean CE: what the noise costs, against what SCE gives back
 
     def table13(self) -> pd.DataFrame:
         return R.loss_table(self.summary)
@@ -302,9 +263,14 @@ class CamusEF(Page):
     def run(self) -> pd.DataFrame:
         """Train the clean and the noisy U-Net for every seed; the per-seed means."""
         cfg = self.cfg
-        self.results = [camus.clean_vs_noisy(self.echo, seed, dict(cfg.get("hparams") or {}), tier=cfg.tier,
-                                             noise_pixel_mm=cfg.get("noise_pixel_mm"))
-                        for seed in progress(cfg.seeds, desc="CAMUS seeds")]
+        self.results = []
+        for seed in progress(cfg.seeds, desc="CAMUS seeds"):
+            result = camus.clean_vs_noisy(self.echo, seed, dict(cfg.get("hparams") or {}), tier=cfg.tier,
+                                          noise_pixel_mm=cfg.get("noise_pixel_mm"))
+            for name in camus.TRAINING:  # shared.runlog: both U-Nets were trained now
+                log_run(plans.CAMUS_KIND, plans.logged_key(plans.CAMUS_KIND, plans.camus_params(
+                    cfg, self.data_dir, seed, name)), built=True, seconds=result["seconds"][name])
+            self.results.append(result)
         frames = pd.concat([r[k] for r in self.results for k in ("clean", "noisy")], ignore_index=True)
         self.report.table(frames, "per_patient")
         return frames.groupby(["seed", "training"])[list(camus.METRICS)].mean().round(2)
@@ -348,56 +314,31 @@ class WeakAnnotations(ModelPage):
     trained on them, and a prompted segmenter fine-tuned on clean or noisy masks (Table 14)."""
 
     notebook = "08_coco_wan"
-    #: the ``text`` setting's keys per detector, besides ``detector`` and ``score_threshold``
-    TEXT_SETTINGS = {"stand_in": ("hparams",), "grounding_dino": ("model_dir", "box_threshold", "text_threshold",
-                                                                  "device")}
-
-    def specs(self) -> list[RunSpec]:
-        weak = [self.spec(TrainNoise("weak", tier=tier, options=self.annotator), seed) for tier in self.cfg.wan_tiers
-                for seed in self.cfg.seeds]
-        text = [self.spec(self.text_noise(), seed) for seed in self.cfg.seeds] if self.cfg.get("text") else []
-        return weak + text + self._clean()
+    TEXT_SETTINGS = plans.TEXT_SETTINGS
 
     @property
     def annotator(self) -> dict:
-        """The weak annotator and, for SAM, its checkpoint (``wan.weak_dataset``'s arguments)."""
-        return {"annotator": self.cfg.annotator, **({"checkpoint": self.sam_checkpoint}
-                                                    if self.cfg.annotator == "sam" else {})}
+        """The weak annotator and, for SAM, its checkpoint (``plans.annotator``)."""
+        return plans.annotator(self.cfg, self.data_dir)
 
     @property
     def sam_checkpoint(self) -> str | None:
-        """SAM's weights when SAM annotates or is fine-tuned: the ``checkpoint`` setting, else ViT-H under this page's
-        ``data_dir/weights``."""
-        cfg = self.cfg
-        if "sam" not in (cfg.annotator, dict(cfg.finetune).get("backend")):
-            return None
-        return str(cfg.get("checkpoint") or default_data_dir(self.data_dir) / "weights" / wan.SAM_CHECKPOINTS["vit_h"])
+        """SAM's weights when SAM annotates or is fine-tuned (``plans.sam_checkpoint``)."""
+        return plans.sam_checkpoint(self.cfg, self.data_dir)
 
     def text_setting(self) -> tuple[str, dict, float]:
-        """The ``text`` setting (Grounded-SAM's text prompt) checked: (detector, its options, score threshold).
-        "stand_in" trains the smoke profile's tiny U-Net on other COCO-shapes images (option ``hparams``);
-        "grounding_dino" reads the model under this page's ``data_dir/weights`` unless ``model_dir`` says where."""
-        text = dict(self.cfg.text)
-        detector, threshold = text.pop("detector", None), text.pop("score_threshold", 0.35)
-        if detector not in self.TEXT_SETTINGS:
-            raise unknown_choice("text-prompt detector", detector, self.TEXT_SETTINGS)
-        unknown = set(text) - set(self.TEXT_SETTINGS[detector])
-        if unknown:
-            raise ConfigError(f"unknown text setting(s) {sorted(unknown)} for detector {detector}; valid: detector, "
-                              f"score_threshold, {', '.join(self.TEXT_SETTINGS[detector])}")
-        if detector == "grounding_dino":
-            weights = default_data_dir(self.data_dir) / "weights" / grounded.GROUNDING_DINO_DIR
-            text["model_dir"] = str(text.get("model_dir") or weights)
-        elif self.recipe.dataset != "shapes":
-            raise ConfigError(f"the stand-in text detector trains on COCO-shapes; dataset {self.recipe.dataset!r} needs "
-                              "text: {detector: grounding_dino}")
-        return detector, text, threshold
+        """The ``text`` setting checked: (detector, its options, score threshold) (``plans.text_setting``)."""
+        return plans.text_setting(self.cfg, self.data_dir)
 
     def text_noise(self) -> TrainNoise:
-        """The training noise of Tables 4's text row and 5: the ``text`` setting's labels of the train images."""
-        detector, options, threshold = self.text_setting()
-        return TrainNoise("text", detector, options={**self.annotator, "score_threshold": threshold,
-                                                     "detector_options": options})
+        """The training noise of Tables 4's text row and 5 (``plans.text_noise``)."""
+        return plans.text_noise(self.cfg, self.data_dir)
+
+    def _log_weak(self, **label_set):
+        """``shared.runlog``: a weak label set of the val images (``plans.weak_params``), made now."""
+        return lambda prompt, seed, seconds: log_run(
+            plans.WEAK_KIND, plans.logged_key(plans.WEAK_KIND, plans.weak_params(
+                self.cfg, self.data_dir, self.recipe, prompt, seed, **label_set)), built=True, seconds=seconds)
 
     @cached_property
     def val(self):
@@ -407,7 +348,7 @@ class WeakAnnotations(ModelPage):
     def prompt_quality(self) -> pd.DataFrame:
         """Every prompt's weak labels of the val images scored against their clean annotations (mean over seeds)."""
         frame = wan.prompt_quality(self.val, self.cfg.prompts, self.cfg.annotator, self.cfg.seeds,
-                                   checkpoint=self.sam_checkpoint)
+                                   checkpoint=self.sam_checkpoint, on_label_set=self._log_weak())
         if self.cfg.get("text"):
             frame = pd.concat([frame, self.text_quality()], ignore_index=True)
         self.quality = frame
@@ -420,9 +361,11 @@ class WeakAnnotations(ModelPage):
         detector, options, threshold = self.text_setting()
         if detector == "stand_in":
             options = {**options, "train": grounded.stand_in_train(self.recipe)}
+        logged = lambda seed, seconds: log_run(plans.TEXT_KIND, plans.logged_key(plans.TEXT_KIND, plans.text_params(
+            self.cfg, self.data_dir, self.recipe, seed)), built=True, seconds=seconds)
         return grounded.text_prompt_quality(self.val, detector, self.cfg.annotator, self.cfg.seeds,
                                             detector_options=options, score_threshold=threshold,
-                                            checkpoint=self.sam_checkpoint)
+                                            checkpoint=self.sam_checkpoint, on_label_set=logged)
 
     def table14(self) -> pd.DataFrame:
         """Table 14 (%): zero-shot, box prompts from the clean annotations and from their noisy version (the engine's
@@ -432,12 +375,11 @@ class WeakAnnotations(ModelPage):
         cfg, tier = self.cfg, self.cfg.table14_tier
         sources = {"clean": None, tier: self.noise(tier).draw(self.val, cfg.seeds[0])}
         zero_shot = [wan.prompt_quality(self.val, ["box"], cfg.annotator, cfg.seeds[:1],
-                                        checkpoint=self.sam_checkpoint, prompt_source=source).assign(
+                                        checkpoint=self.sam_checkpoint, prompt_source=source,
+                                        on_label_set=self._log_weak(source=plans.table14_source(cfg, name))).assign(
                          method="zero-shot", annotations=name) for name, source in sources.items()]
-        defaults = notebook_settings(PAPER, self.notebook, cfg.profile).finetune
-        tuning = FineTuning.from_settings(cfg.finetune, defaults, device=self.training.device,
-                                          checkpoint=self.sam_checkpoint)
-        fine_tuned = finetune_grid(self.recipe, {"clean": TrainNoise(), tier: self.noise(tier)}, cfg.seeds, tuning)
+        tuning = plans.tuning(cfg, self.data_dir, self.training.device)
+        fine_tuned = finetune_grid(self.recipe, plans.finetune_noises(cfg), cfg.seeds, tuning)
         self.sam_rows_backend = tuning.backend
         self.sam_rows = pd.concat([*zero_shot, pd.DataFrame(fine_tuned).assign(method="fine-tune")], ignore_index=True)
         self.report.table(self.sam_rows, "table14")
@@ -451,8 +393,11 @@ class WeakAnnotations(ModelPage):
                                                              if a["image_id"] in ids]})
         rows = {"clean": [[a for a in shown.dataset["annotations"] if a["image_id"] == i] for i in ids]}
         for prompt in self.cfg.prompts:
-            weak = wan.weak_dataset(shown, prompt, self.cfg.annotator, self.cfg.seeds[0],
-                                    checkpoint=self.sam_checkpoint).dataset
+            with plans.logged(plans.WEAK_KIND, plans.weak_params(self.cfg, self.data_dir, self.recipe, prompt,
+                                                                 self.cfg.seeds[0],
+                                                                 n_images=int(self.cfg.example_images))):
+                weak = wan.weak_dataset(shown, prompt, self.cfg.annotator, self.cfg.seeds[0],
+                                        checkpoint=self.sam_checkpoint).dataset
             rows[prompt] = [[a for a in weak["annotations"] if a["image_id"] == i] for i in ids]
         return figures.annotation_grid([self.val.image(i) for i in ids], rows,
                                        f"{self.val.name}: clean annotations and {self.cfg.annotator} weak labels",

@@ -9,19 +9,21 @@ they define, and returns the tables, figures, paper comparison and claims the pa
 """
 from __future__ import annotations
 
+import time
 from functools import cached_property
 
 import pandas as pd
 
 from benchmark_n import claims as C
-from benchmark_n import figures, tables
+from benchmark_n import figures, plans, tables
 from benchmark_n.benchmarks import write_benchmark
 from benchmark_n.noise import noise_dataset
-from benchmark_n.quality import ablation_variants, clean_scores, engine_variants, quality_table
+from benchmark_n.quality import clean_scores, quality_table
 from benchmark_n.shapes import coins, horse
 from benchmark_n.sources import load_annotations
 from shared.pages import NotebookPage
 from shared.report import compare_with_paper, reported
+from shared.runlog import log_run
 
 PAPER = "benchmark_n"
 
@@ -112,9 +114,17 @@ class BenchmarkFiles(Page):
         return self.report.out_dir / "benchmarks"
 
     def _write(self) -> list:
+        """Every file of ``plans.benchmark_files``, each logged to ``shared.runlog`` (built: written now; loaded: an
+        identical one was kept)."""
         prefix = f"{self.data.source}-n_{self.cfg.get('split', 'val')}"
-        return [write_benchmark(self.dataset, self.folder, prefix, engine, tier, seed)
-                for engine in self.cfg.engines for tier in self.cfg.tiers for seed in self.cfg.benchmark_seeds]
+        entries = []
+        for engine, tier, seed in plans.benchmark_files(self.cfg):
+            start = time.perf_counter()
+            entry = write_benchmark(self.dataset, self.folder, prefix, engine, tier, seed)
+            log_run(plans.FILE_KIND, plans.logged_key(plans.FILE_KIND, plans.file_params(
+                self.cfg, self.data_dir, engine, tier, seed)), built=entry.written, seconds=time.perf_counter() - start)
+            entries.append(entry)
+        return entries
 
     def write(self) -> pd.DataFrame:
         """Write every file the settings define (kept where an identical one is there); one row per file."""
@@ -142,8 +152,7 @@ class AnnotationQuality(Page):
     def run(self) -> pd.DataFrame:
         """Score every variant the settings define (cached); returns the per-seed table."""
         cfg = self.cfg
-        variants = (engine_variants(cfg.engines, cfg.tiers, cfg.seeds)
-                    + ablation_variants(cfg.ablations, cfg.tiers, cfg.seeds))
+        variants = plans.quality_variants(cfg)
         self.clean = clean_scores(self.dataset, dilation_ratio=cfg.dilation_ratio)
         self.frame = quality_table(self.dataset, variants, dilation_ratio=cfg.dilation_ratio)
         self.report.table(self.frame, "annotation_quality")

@@ -87,12 +87,28 @@ def _clean_scores(dataset: dict, dilation_ratio: float) -> dict:
     return {k: scores[k] for k in SCORES}
 
 
+def clean_params(data, dilation_ratio: float = 0.02) -> dict:
+    """The cache parameters of ``clean_scores``; ``data``: the dataset's ``fingerprint`` (or, for a planner without
+    the data, a stand-in that names it)."""
+    return {"data": data, "variant": "clean", "dilation_ratio": dilation_ratio}
+
+
+def variant_params(data, variant: Variant, dilation_ratio: float = 0.02) -> dict:
+    """The cache parameters of a variant's row of ``quality_table`` (``data`` as ``clean_params``): a variant the
+    seed does not change is scored once for all seeds."""
+    key = asdict(variant) if variant.random else {**asdict(variant), "seed": None}
+    return {"data": data, "variant": key, "dilation_ratio": dilation_ratio}
+
+
+CLEAN_CODE, VARIANT_CODE = (_clean_scores,), (score_variant,)
+
+
 def clean_scores(dataset: dict, *, dilation_ratio: float = 0.02, cache: ArtifactCache | None = None) -> dict:
     """The clean annotations scored against themselves (every AP 1 unless the evaluation loses instances): the
     clean baseline of the comparison with Table 7; cached."""
-    params = {"data": fingerprint(dataset), "variant": "clean", "dilation_ratio": dilation_ratio}
-    return (cache or ArtifactCache()).get_or_build(CACHE_KIND, params, partial(_clean_scores, dataset, dilation_ratio),
-                                                   code=[_clean_scores], fmt="json")
+    return (cache or ArtifactCache()).get_or_build(CACHE_KIND, clean_params(fingerprint(dataset), dilation_ratio),
+                                                   partial(_clean_scores, dataset, dilation_ratio),
+                                                   code=list(CLEAN_CODE), fmt="json")
 
 
 def quality_table(dataset: dict, variants, *, dilation_ratio: float = 0.02,
@@ -102,13 +118,12 @@ def quality_table(dataset: dict, variants, *, dilation_ratio: float = 0.02,
     data = fingerprint(dataset)
     rows = []
     for variant in progress(list(variants), desc="noisy variants scored"):
-        key = asdict(variant) if variant.random else {**asdict(variant), "seed": None}  # scored once for all seeds
-        params = {"data": data, "variant": key, "dilation_ratio": dilation_ratio}
-        row = cache.get_or_build(CACHE_KIND, params, partial(score_variant, dataset, variant, dilation_ratio),
-                                 code=[score_variant], fmt="json")
+        row = cache.get_or_build(CACHE_KIND, variant_params(data, variant, dilation_ratio),
+                                 partial(score_variant, dataset, variant, dilation_ratio), code=list(VARIANT_CODE),
+                                 fmt="json")
         rows.append({**asdict(variant), **row})
     return pd.DataFrame(rows, columns=["kind", "name", "tier", "seed", *SCORES, *COUNTS])
 
 
 __all__ = ["SCORES", "COUNTS", "Variant", "engine_variants", "ablation_variants", "fingerprint", "score_variant",
-           "clean_scores", "quality_table"]
+           "clean_params", "variant_params", "CLEAN_CODE", "VARIANT_CODE", "clean_scores", "quality_table"]

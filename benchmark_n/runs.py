@@ -331,8 +331,10 @@ def _fingerprints(recipe: DataRecipe) -> tuple[str, str]:
     return tuple(fingerprint(part.dataset) for part in load_pair(recipe))
 
 
-def _params(recipe: DataRecipe, spec: RunSpec, training: Training) -> dict:
-    train, val = _fingerprints(recipe)
+def _params(recipe: DataRecipe, spec: RunSpec, training: Training, fingerprints: tuple | None = None) -> dict:
+    """A run's cache parameters; ``fingerprints``: the (train, val) annotations' (default: computed from the data,
+    ``_fingerprints``; a planner without the data passes stand-ins that name it, ``data_names``)."""
+    train, val = fingerprints or _fingerprints(recipe)
     return {"train": train, "val": val,
             "recipe": {k: v for k, v in asdict(recipe).items() if k != "data_dir"},
             "spec": {**asdict(spec), "noise": spec.noise.key()}, "training": training.key(),
@@ -341,6 +343,27 @@ def _params(recipe: DataRecipe, spec: RunSpec, training: Training) -> dict:
 
 def _code(training: Training) -> list:
     return [train_run, training.module()]
+
+
+def data_names(recipe: DataRecipe) -> tuple[dict, dict]:
+    """Stand-ins for the (train, val) fingerprints that name the data instead of hashing it (the dataset, its
+    folder and split), for planning runs on data that is not here: equal exactly when the recipe and data folder
+    are."""
+    root = None if recipe.dataset == "shapes" else str(default_data_dir(recipe.data_dir) /
+                                                         (recipe.dataset_dir or recipe.dataset))
+    return tuple({"dataset": recipe.dataset, "root": root, "split": split} for split in ("train", "val"))
+
+
+@lru_cache(maxsize=None)
+def _code_key(backend: str) -> str:
+    """``code_fingerprint(*_code(training))`` of a backend, once per process (planning keys hundreds of runs)."""
+    return code_fingerprint(*_code(Training(backend)))
+
+
+def run_key(recipe: DataRecipe, spec: RunSpec, training: Training, fingerprints: tuple | None = None) -> str:
+    """The cache key ``run_grid`` stores the run under (and ``shared.runlog`` logs it as); with ``fingerprints`` from
+    ``data_names``, the planner's stand-in for it."""
+    return params_key(CACHE_KIND, _params(recipe, spec, training, fingerprints), _code_key(training.backend))
 
 
 def _cached_run(task: tuple, cache_root: str) -> None:
@@ -360,7 +383,7 @@ def run_grid(recipe: DataRecipe, specs, training: Training, *, executor=None,
         todo = [s for s in specs
                 if cache.lookup(CACHE_KIND, _params(recipe, s, training), code=_code(training), fmt="json") is None]
         if todo:
-            key = lambda task: [params_key(CACHE_KIND, _params(*task), code_fingerprint(*_code(training)))]
+            key = lambda task: [run_key(*task)]
             map_jobs(partial(_cached_run, cache_root=str(cache.root)), [(recipe, s, training) for s in todo],
                      executor=executor, desc="Benchmark-N runs", folder=cache.root / CACHE_KIND / ".submitit",
                      units=key)
@@ -448,21 +471,42 @@ def finetune_quality(recipe: DataRecipe, noise: TrainNoise, seed: int, tuning: F
     return json.loads(prompt_quality(val, ["box"], tool, [seed]).iloc[0].to_json())
 
 
+def finetune_params(recipe: DataRecipe, noise: TrainNoise, seed: int, tuning: FineTuning,
+                    fingerprints: tuple | None = None) -> dict:
+    """A fine-tuning run's cache parameters (``fingerprints``: as ``_params``)."""
+    train, val = fingerprints or _fingerprints(recipe)
+    return {"train": train, "val": val, "recipe": {k: v for k, v in asdict(recipe).items() if k != "data_dir"},
+            "noise": noise.key(), "seed": seed, "tuning": tuning.key(),
+            "libraries": library_versions(LIBRARIES + (("segment-anything",) if tuning.backend == "sam" else ()))}
+
+
+def finetune_code() -> list:
+    from benchmark_n import sam_finetune, wan
+
+    return [finetune_quality, sam_finetune, wan]
+
+
+def finetune_key(recipe: DataRecipe, noise: TrainNoise, seed: int, tuning: FineTuning,
+                 fingerprints: tuple | None = None) -> str:
+    """The cache key of a fine-tuning run (``finetune_grid``'s); ``fingerprints`` as ``run_key``."""
+    return params_key(FINETUNE_KIND, finetune_params(recipe, noise, seed, tuning, fingerprints), _finetune_code_key())
+
+
+@lru_cache(maxsize=1)
+def _finetune_code_key() -> str:
+    return code_fingerprint(*finetune_code())
+
+
 def finetune_grid(recipe: DataRecipe, noises: dict, seeds, tuning: FineTuning,
                   cache: ArtifactCache | None = None) -> list[dict]:
     """``finetune_quality`` for every (name, ``TrainNoise``) of ``noises`` and seed, each cached; one record per
     run: ``annotations`` (the name), seed and the quality columns."""
-    from benchmark_n import sam_finetune, wan
-
     cache = cache or ArtifactCache()
-    train, val = _fingerprints(recipe)
     records = []
     for (name, noise), seed in progress([(item, s) for item in noises.items() for s in seeds], desc="fine-tuning"):
-        params = {"train": train, "val": val, "recipe": {k: v for k, v in asdict(recipe).items() if k != "data_dir"},
-                  "noise": noise.key(), "seed": seed, "tuning": tuning.key(),
-                  "libraries": library_versions(LIBRARIES + (("segment-anything",) if tuning.backend == "sam" else ()))}
-        stored = cache.get_or_build(FINETUNE_KIND, params, partial(finetune_quality, recipe, noise, seed, tuning),
-                                    code=[finetune_quality, sam_finetune, wan], fmt="json")
+        stored = cache.get_or_build(FINETUNE_KIND, finetune_params(recipe, noise, seed, tuning),
+                                    partial(finetune_quality, recipe, noise, seed, tuning), code=finetune_code(),
+                                    fmt="json")
         records.append({"annotations": name, **stored})
     return records
 
@@ -470,4 +514,5 @@ def finetune_grid(recipe: DataRecipe, noises: dict, seeds, tuning: FineTuning,
 __all__ = ["CACHE_KIND", "BACKENDS", "NOISE_KINDS", "TEXT_OPTIONS", "SCORE_KEYS", "FEDERATED", "LIBRARIES",
            "BACKEND_LIBRARIES", "libraries", "library_versions", "file_identity", "folder_identity", "TrainNoise",
            "RunSpec", "Training", "DataRecipe", "load_pair", "evaluate", "train_run", "RunResult", "run_grid",
-           "FINETUNE_KIND", "FINETUNE_SETTINGS", "FineTuning", "first_images", "finetune_quality", "finetune_grid"]
+           "data_names", "run_key", "FINETUNE_KIND", "FINETUNE_SETTINGS", "FineTuning", "first_images",
+           "finetune_quality", "finetune_params", "finetune_key", "finetune_grid"]

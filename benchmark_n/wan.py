@@ -69,6 +69,7 @@ import copy
 import inspect
 import importlib.util
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
@@ -600,18 +601,22 @@ QUALITY_COLUMNS = ("prompt", "seed", "annotator", "n_gt", "kept", "implicitly_de
 
 def prompt_quality(data, prompts: Sequence[str] = INSTANCE_PROMPTS, annotator="grabcut", seeds: Sequence[int] = (0,),
                    *, checkpoint=None, prompt_source: dict | None = None, dilation_ratio: float = 0.02,
-                   **options) -> pd.DataFrame:
+                   on_label_set: Callable[[str, int, float], None] | None = None, **options) -> pd.DataFrame:
     """How good each prompt's weak annotations are (annotation level; Table 4's clean/noisy prompt columns, Table
     14's zero-shot row): one row per prompt and seed (``QUALITY_COLUMNS``) with ``annotation_quality(clean, weak)``
     mask and Boundary AP (AP, AP50, AP75; named explicitly, as the paper's "APb" and "APB" differ), mean per-mask
     IoU and Dice (Table 14's "IoU" and, as we read it, "F1"), and the detection precision / recall / F1 at IoU 0.5
     (Table 14's "F1" is below its IoU in 3 of 4 cells, impossible for a per-mask Dice). A named annotator is built
-    once (SAM loads once). ``prompt_source``, ``options``: as ``weak_dataset``."""
+    once (SAM loads once). ``prompt_source``, ``options``: as ``weak_dataset``. ``on_label_set(prompt, seed,
+    seconds)`` is called after each weak label set is made (the pages log it to ``shared.runlog``)."""
     tool = make_annotator(annotator, checkpoint, **options)
     rows = []
     for prompt in prompts:
         for seed in seeds:
+            start = time.perf_counter()
             weak = weak_dataset(data, prompt, tool, seed, prompt_source=prompt_source)
+            if on_label_set is not None:
+                on_label_set(prompt, seed, time.perf_counter() - start)
             m = weak.manifest
             quality = annotation_quality(data.dataset, weak.dataset, dilation_ratio=dilation_ratio)
             rows.append({"prompt": prompt, "seed": seed, "annotator": m["annotator"],

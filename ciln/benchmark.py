@@ -11,7 +11,9 @@ and hard labels sampled one voter per row (the PL-IDN protocol).
     bench.noise_rate(("fog", 3))           # mean per-voter error on the NLT rows
     bench.vote_shares(("fog", 3))          # (n, K)
 
-Each setting's voter outputs are cached by dataset, split, pool, setting and seed.
+Each setting's voter outputs are cached by dataset, split, pool, setting and seed (``votes_params``); so are the
+voters' outputs on the clean test split, from which every benchmark reports its voters' accuracy. The settings of a
+benchmark come from ``benchmark_settings``, which ``ciln/cost.py`` also calls to plan the runs.
 """
 from __future__ import annotations
 
@@ -30,6 +32,16 @@ from shared.errors import ConfigError
 from shared.progress import progress
 
 Setting = tuple[str, int]
+
+#: (rows of the train pool, rows of the test split, shape of one input: (H, W) or (H, W, C) uint8 images, None for
+#: Adult's 13-column tables) of every dataset the profiles name (``ciln.corruptions.DATASET_DOMAIN``): the official
+#: releases (CIFAR-10 50,000 + 10,000; MNIST 60,000 + 10,000; Adult's complete-case rows of adult.data and adult.test,
+#: as ``shared.datasets.real.load_adult`` keeps them) and the offline stand-ins (80/20 holdouts of 5,000 MNIST
+#: digits, 6,000 Adult-like rows). ``ciln/cost.py`` plans the runs from these sizes when the data is absent.
+DATASET_SIZES = {
+    "cifar10": (50_000, 10_000, (32, 32, 3)), "mnist": (60_000, 10_000, (28, 28)), "adult": (30_162, 15_060, None),
+    "mnist32rgb": (4_000, 1_000, (32, 32, 3)), "mnist5k": (4_000, 1_000, (28, 28)), "adult_like": (4_800, 1_200, None),
+}
 
 
 @dataclass
@@ -180,6 +192,29 @@ def tv_table(bench: Benchmark, reference_counts: np.ndarray, *, n_votes: int = 4
     return table
 
 
+def benchmark_settings(domain: str, corruptions="all", severities=(1, 3, 5)) -> list[Setting]:
+    """The (corruption, severity) settings of a benchmark, in the order they are generated; ConfigError for an
+    unknown corruption or severity."""
+    settings = [(c, s) for c in resolve_corruptions(domain, corruptions) for s in severities]
+    for c, s in settings:
+        get_corruption(domain, c, s)
+    return settings
+
+
+def checked_options(domain: str, corruption_options: dict | None) -> dict:
+    """``corruption_options`` (corruption -> operator options) checked against the operators of ``domain``."""
+    return {c: check_options(get_corruption(domain, c), o) for c, o in (corruption_options or {}).items()}
+
+
+def votes_params(base: dict, setting: Setting | None = None, options: dict | None = None) -> dict:
+    """The cache parameters of one ``ciln-votes`` entry: ``base`` (dataset, split, data, pool, voter_seed,
+    master_seed) with the setting ("clean" for None) and the corruption's operator options when any are set."""
+    if setting is None:
+        return dict(base, setting="clean")
+    c, s = setting
+    return dict(base, setting=[c, s]) | ({"options": options} if options else {})
+
+
 def resolve_corruptions(domain: str, corruptions) -> list[str]:
     if corruptions in (None, "all"):
         return list(CORRUPTIONS[domain])
@@ -225,11 +260,8 @@ def generate_benchmark(
     cache = cache or ArtifactCache(verbose=False)
     ds = load_dataset(dataset, data_dir=data_dir) if isinstance(dataset, str) else dataset
     domain = domain_of(ds.name)
-    names = resolve_corruptions(domain, corruptions)
-    settings = [(c, s) for c in names for s in severities]
-    options = {c: check_options(get_corruption(domain, c), o) for c, o in (corruption_options or {}).items()}
-    for c, s in settings:
-        get_corruption(domain, c, s)
+    settings = benchmark_settings(domain, corruptions, severities)
+    options = checked_options(domain, corruption_options)
     splits = gu_five_way_split(ds.train.y)
     voters = train_pool(ds, pool, splits, seed=voter_seed, device=device, cache=cache, data_dir=data_dir)
     X, y = split_rows(ds, split)
@@ -238,10 +270,13 @@ def generate_benchmark(
     def predict(inputs) -> np.ndarray:
         return np.stack([v.predict_proba(inputs) for v in voters]).astype(np.float32)
 
-    base = {"dataset": ds.name, "split": split, "data": data_fingerprint(X, y), "pool": pool,
-            "voter_seed": voter_seed, "master_seed": master_seed}
+    def base(split, X, y) -> dict:
+        return {"dataset": ds.name, "split": split, "data": data_fingerprint(X, y), "pool": pool,
+                "voter_seed": voter_seed, "master_seed": master_seed}
+
     code = [generate_benchmark]  # this module's imports, followed: the corruptions, the voters, their helpers
-    clean = cache.get_or_build("ciln-votes", dict(base, setting="clean"), lambda: {"probs": predict(X)}, code=code)["probs"]
+    clean = cache.get_or_build("ciln-votes", votes_params(base(split, X, y)), lambda: {"probs": predict(X)},
+                               code=code)["probs"]
     probs = {}
     for c, s in progress(settings, desc=f"{ds.name} settings"):
         def build(c=c, s=s):
@@ -249,10 +284,13 @@ def generate_benchmark(
                                 options=options.get(c))
             return {"probs": predict(corrupted)}
 
-        key = dict(base, setting=[c, s]) | ({"options": options[c]} if options.get(c) else {})
-        entry = cache.get_or_build("ciln-votes", key, build, code=code)
+        entry = cache.get_or_build("ciln-votes", votes_params(base(split, X, y), (c, s), options.get(c)), build, code=code)
         probs[(c, s)] = entry["probs"]
-    accuracy = {v.name: float((v.predict_proba(ds.test.X).argmax(1) == ds.test.y).mean()) for v in voters}
+    # the voters' accuracy on the clean test split: the clean entry of this dataset's test-split benchmark
+    test = clean if split == "test" else cache.get_or_build(
+        "ciln-votes", votes_params(base("test", ds.test.X, ds.test.y)), lambda: {"probs": predict(ds.test.X)},
+        code=code)["probs"]
+    accuracy = {v.name: float((p.argmax(1) == ds.test.y).mean()) for v, p in zip(voters, test)}
     sizes = {k: len(v) for k, v in splits.items()} | {"test": len(ds.test.y)}
     names = [v.name for v in voters]
     return Benchmark(ds.name, domain, ds.classes, split, names, y, clean, probs, accuracy, sizes, ds.source,

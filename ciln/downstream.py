@@ -113,6 +113,36 @@ def cifar_scenarios(bench: Benchmark, clean_images: np.ndarray, settings, *, ima
     return scenarios
 
 
+@dataclass(frozen=True)
+class ScenarioSpec:
+    """What a scenario is, before its data: its name and parts (``cifar_scenarios`` builds one ``Scenario`` per
+    spec, in this order; ``ciln/cost.py`` plans the runs from the specs alone)."""
+
+    name: str
+    benchmark: str  # "CILN-S", "CILN-C" or "PL-IDN"
+    setting: str  # "contrast (5)" or the tier
+    image_source: str  # "clean" or "noisy"
+    corruption: str | None = None
+    severity: int | None = None
+    tier: str | None = None
+
+
+def scenario_specs(settings, image_sources=("clean", "noisy"), clean_start=(), tiers=()) -> list[ScenarioSpec]:
+    """The scenarios of ``cifar_scenarios`` for these arguments (``tiers``: the PL-IDN tiers of ``raters``), in its
+    order: per setting CILN-S on each image source, then CILN-C where the setting is in ``clean_start``; then PL-IDN
+    (clean images) per tier."""
+    clean_start = [list(s) for s in clean_start]
+    out = []
+    for corruption, severity in settings:
+        setting = f"{corruption} ({severity})"
+        for benchmark in ("CILN-S", "CILN-C"):
+            if benchmark == "CILN-C" and [corruption, severity] not in clean_start:
+                continue
+            out += [ScenarioSpec(f"{benchmark} {setting} {source}-img", benchmark, setting, source, corruption, severity)
+                    for source in image_sources]
+    return out + [ScenarioSpec(f"PL-IDN-{tier}", "PL-IDN", tier, "clean", tier=tier) for tier in tiers]
+
+
 def _draw(seed: int, draw: str, n_rows: int, n_votes: int) -> np.ndarray:
     """Which vote labels each row: the official draw for the training rows, an independent one for NLV."""
     rng = np.random.default_rng(seed if draw == "nlt" else [seed, 1])
@@ -121,33 +151,34 @@ def _draw(seed: int, draw: str, n_rows: int, n_votes: int) -> np.ndarray:
 
 def _all_scenarios(bench, clean_images, settings, image_sources, clean_start, raters, master_seed,
                    draw: str = "nlt") -> list[Scenario]:
-    out = []
     mask = bench.clean_start_mask()
-    for corruption, severity in settings:
-        votes = bench.votes((corruption, severity))
-        pick = _draw(label_draw_seed(corruption, severity), draw, len(votes), votes.shape[1])
-        labels = votes[np.arange(len(votes)), pick]
-        noisy_images = None
-        for benchmark, rows in (("CILN-S", np.arange(len(bench.y))), ("CILN-C", np.flatnonzero(mask))):
-            if benchmark == "CILN-C" and [corruption, severity] not in [list(s) for s in clean_start]:
-                continue
-            for source in image_sources:
-                if source == "noisy" and noisy_images is None:
-                    noisy_images = corrupt(bench.dataset, clean_images, corruption, severity,
-                                           split=SPLIT_NAMES[bench.split], master_seed=master_seed,
-                                           options=bench.corruption_options.get(corruption))
-                images = clean_images if source == "clean" else noisy_images
-                setting = f"{corruption} ({severity})"
-                out.append(Scenario(f"{benchmark} {setting} {source}-img", benchmark, setting, source,
-                                    images[rows], labels[rows], bench.y[rows], rows))
     for tier, votes in raters.items():
         if len(votes) != len(bench.y):
             raise ConfigError(f"rater votes for tier {tier} cover {len(votes)} rows, not {len(bench.y)}")
-        seed = int(hashlib.sha256(f"plidn__{tier}".encode()).hexdigest()[:8], 16)
-        pick = _draw(seed, draw, len(votes), votes.shape[1])
-        rows = np.flatnonzero(labelled_rows(votes))  # -1 rows are absent from the release
-        out.append(Scenario(f"PL-IDN-{tier}", "PL-IDN", tier, "clean", clean_images[rows],
-                            votes[rows, pick[rows]], bench.y[rows], rows))
+    labels, noisy = {}, {}  # per setting: the label draw, the corrupted images (made once, for the first noisy-img)
+    out = []
+    for spec in scenario_specs(settings, image_sources, clean_start, raters):
+        if spec.benchmark == "PL-IDN":
+            votes = raters[spec.tier]
+            seed = int(hashlib.sha256(f"plidn__{spec.tier}".encode()).hexdigest()[:8], 16)
+            pick = _draw(seed, draw, len(votes), votes.shape[1])
+            rows = np.flatnonzero(labelled_rows(votes))  # -1 rows are absent from the release
+            out.append(Scenario(spec.name, spec.benchmark, spec.setting, spec.image_source, clean_images[rows],
+                                votes[rows, pick[rows]], bench.y[rows], rows))
+            continue
+        corruption, severity = spec.corruption, spec.severity
+        if spec.setting not in labels:
+            votes = bench.votes((corruption, severity))
+            pick = _draw(label_draw_seed(corruption, severity), draw, len(votes), votes.shape[1])
+            labels[spec.setting] = votes[np.arange(len(votes)), pick]
+        if spec.image_source == "noisy" and spec.setting not in noisy:
+            noisy[spec.setting] = corrupt(bench.dataset, clean_images, corruption, severity,
+                                          split=SPLIT_NAMES[bench.split], master_seed=master_seed,
+                                          options=bench.corruption_options.get(corruption))
+        images = clean_images if spec.image_source == "clean" else noisy[spec.setting]
+        rows = np.arange(len(bench.y)) if spec.benchmark == "CILN-S" else np.flatnonzero(mask)
+        out.append(Scenario(spec.name, spec.benchmark, spec.setting, spec.image_source, images[rows],
+                            labels[spec.setting][rows], bench.y[rows], rows))
     return out
 
 
@@ -186,6 +217,16 @@ def method_hparams(method: str, cfg, scenario: Scenario, variant: str | None = N
     return {"lr": lr, **hp}
 
 
+def run_params(scenario, method: str, cfg, *, seed: int, variant: str | None, data, test, val) -> dict:
+    """The cache parameters of one ``ciln-downstream`` run: the scenario's name, the method, its hyperparameters
+    (``method_hparams``; the learning rate goes into ``train``), ``cfg.train``, the seed and the fingerprints of the
+    training rows (``data``), the test split and the noisy NLV rows (``val``, None without)."""
+    hp = method_hparams(method, cfg, scenario, variant)
+    lr = hp.pop("lr")
+    return {"scenario": scenario.name, "method": method, "hparams": hp, "train": dict(cfg.train, lr=lr), "seed": seed,
+            "data": data, "test": test, "val": val}
+
+
 def run(scenario: Scenario, method: str, cfg, *, seed: int, test: tuple[np.ndarray, np.ndarray], variant: str | None = None,
         device="auto", cache: ArtifactCache | None = None) -> dict:
     """Train ``method`` on ``scenario`` (cached) and return its history, per-sample losses and extras.
@@ -193,11 +234,10 @@ def run(scenario: Scenario, method: str, cfg, *, seed: int, test: tuple[np.ndarr
     ``cfg.train`` holds arch, width, epochs, batch_size, lr, weight_decay, crop_pad, flip, log_losses_at;
     ``cfg.methods`` per-method hyperparameters (may override lr).
     """
-    hp = method_hparams(method, cfg, scenario, variant)
-    lr = hp.pop("lr")
-    params = {"scenario": scenario.name, "method": method, "hparams": hp, "train": dict(cfg.train, lr=lr), "seed": seed,
-              "data": data_fingerprint(scenario.images, scenario.labels), "test": data_fingerprint(*test),
-              "val": data_fingerprint(*scenario.val[:2]) if scenario.val is not None else None}
+    params = run_params(scenario, method, cfg, seed=seed, variant=variant,
+                        data=data_fingerprint(scenario.images, scenario.labels), test=data_fingerprint(*test),
+                        val=data_fingerprint(*scenario.val[:2]) if scenario.val is not None else None)
+    hp, lr = params["hparams"], params["train"]["lr"]
 
     def build():
         setup = _setup(cfg, seed, device)

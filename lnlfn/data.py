@@ -155,12 +155,9 @@ def _sizes_dict(sizes) -> dict:
     return dict(zip(SPLITS, sizes))
 
 
-def random_split(n: int, sizes, seed: int = 0) -> np.ndarray:
-    """Split names (n,) for a random split: ``sizes`` is (train, val, test) or a dict, as counts or fractions.
-
-    Items are drawn with ``numpy.random.default_rng(seed).permutation(n)``; when the sizes add up to less
-    than n, the remaining items get the name "" (``TextDataset.resplit`` drops them).
-    """
+def split_sizes(n: int, sizes) -> dict:
+    """``{split: count}`` that ``random_split(n, sizes)`` deals (``sizes`` as counts or fractions; a fraction's
+    rounding remainder goes to the first split). The cost model (``lnlfn.cost``) sizes absent data with it."""
     sizes = _sizes_dict(sizes)
     values = list(sizes.values())
     if any(v < 0 for v in values):
@@ -172,10 +169,20 @@ def random_split(n: int, sizes, seed: int = 0) -> np.ndarray:
         counts = np.array([int(v) for v in values])
     if counts.sum() > n:
         raise ConfigError(f"split sizes {sizes} add up to {counts.sum()}, more than the {n} items")
+    return {name: int(count) for name, count in zip(sizes, counts)}
+
+
+def random_split(n: int, sizes, seed: int = 0) -> np.ndarray:
+    """Split names (n,) for a random split: ``sizes`` is (train, val, test) or a dict, as counts or fractions.
+
+    Items are drawn with ``numpy.random.default_rng(seed).permutation(n)``; when the sizes add up to less
+    than n, the remaining items get the name "" (``TextDataset.resplit`` drops them).
+    """
+    counts = split_sizes(n, sizes)
     order = np.random.default_rng(seed).permutation(n)
     out = np.full(n, "", dtype=object)
     start = 0
-    for name, count in zip(sizes, counts):
+    for name, count in counts.items():
         out[order[start:start + count]] = name
         start += count
     return out.astype(str)
@@ -184,22 +191,65 @@ def random_split(n: int, sizes, seed: int = 0) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------- registry
 @dataclass(frozen=True)
 class TextDatasetSpec:
+    """A registered dataset. ``sizes`` (items per split as the loader returns them, with its default options),
+    ``sequences`` (the model's input sequences per split where they are not the items: TweetNLP's tweets) and
+    ``num_classes`` describe a real dataset's full release, so that the cost model (``lnlfn.cost``) can size a
+    run without the data; None for the offline stand-ins, which are always loaded."""
+
     name: str
     loader: Callable[..., TextDataset]
     kind: str  # "real" | "offline"
     stands_in_for: str | None
     description: str
+    sizes: dict | None = None
+    sequences: dict | None = None
+    num_classes: int | None = None
 
 
 TEXT_DATASETS: dict[str, TextDatasetSpec] = {}
 
 
-def register_text(name: str, *, kind: str, description: str, stands_in_for: str | None = None):
+def register_text(name: str, *, kind: str, description: str, stands_in_for: str | None = None,
+                  sizes: dict | None = None, sequences: dict | None = None, num_classes: int | None = None):
     def wrap(loader):
-        TEXT_DATASETS[name] = TextDatasetSpec(name, loader, kind, stands_in_for, description)
+        TEXT_DATASETS[name] = TextDatasetSpec(name, loader, kind, stands_in_for, description, sizes, sequences,
+                                              num_classes)
         return loader
 
     return wrap
+
+
+def registry_split_counts(name: str, **kwargs) -> dict:
+    """``{split: items}`` the loader of the real dataset ``name`` would return with ``kwargs``, from the registry's
+    sizes of the full release (no file is read): ``limit`` keeps the first lines, ``sizes`` re-splits them
+    (``split_sizes``). Other options, or a dataset without registered sizes, raise a ConfigError."""
+    if name not in TEXT_DATASETS:
+        raise unknown_choice("text dataset", name, TEXT_DATASETS)
+    spec = TEXT_DATASETS[name]
+    if spec.sizes is None:
+        raise ConfigError(f"the registry has no sizes for {name!r} ({spec.kind}); load it to size it")
+    sizing = {"limit", "sizes"}
+    unknown = sorted(k for k, v in kwargs.items() if k not in sizing and k != "crowd")
+    if unknown:
+        raise ConfigError(f"cannot size {name} with {unknown} without its data; options that size it: "
+                          f"{sorted(sizing)}")
+    counts = dict(spec.sizes)
+    if kwargs.get("limit") is not None:
+        n = min(int(kwargs["limit"]), sum(counts.values()))
+        counts = _first(counts, n)
+    if kwargs.get("sizes") is not None:
+        counts = {s: c for s, c in split_sizes(sum(counts.values()), kwargs["sizes"]).items() if c > 0}
+    return counts
+
+
+def _first(counts: dict, n: int) -> dict:
+    """The split counts of the first ``n`` items of a release stored split by split in ``counts``' order."""
+    out = {}
+    for split, count in counts.items():
+        take = min(count, n - sum(out.values()))
+        if take > 0:
+            out[split] = take
+    return out
 
 
 def load_text_dataset(name: str, data_dir=None, **kwargs) -> TextDataset:
@@ -472,7 +522,15 @@ def locate_snli(data_dir=None, splits=("train", "val", "test")) -> Path:
     return folder
 
 
-@register_text("snli", kind="real", description="SNLI 1.0 pairs with 5 annotator labels (dev/test + validated train)")
+# SNLI 1.0 as this loader keeps it (5 annotator labels and a gold label): the dev and test files' 10,000 pairs less
+# the 158 and 176 without a 3-vote gold label; train: the validated pairs of the training file (Bowman et al. 2015
+# validated 56,951 pairs in all, 20,000 of them dev and test) less ~2 % without a gold label. The train count is an
+# estimate for the cost model; with the data present the loader's count is used.
+SNLI_SIZES = {"train": 36_200, "val": 9_842, "test": 9_824}
+
+
+@register_text("snli", kind="real", description="SNLI 1.0 pairs with 5 annotator labels (dev/test + validated train)",
+               sizes=SNLI_SIZES, num_classes=3)
 def load_snli(data_dir=None, *, min_annotations: int = 5, require_gold: bool = True,
               splits=("train", "val", "test")) -> TextDataset:
     """SNLI: texts are (premise, hypothesis); annotations (n, 5) in file order (column 0 = the author's label).
@@ -597,8 +655,14 @@ def locate_tweetnlp(data_dir=None, *, crowd: bool = False) -> Path:
     return folder
 
 
+# oct27 train/dev/test (Gimpel et al. 2011, Table 2): tokens are the items, tweets the fine-tuned sequences
+TWEETNLP_TOKENS = {"train": 14_542, "val": 4_770, "test": 7_124}
+TWEETNLP_TWEETS = {"train": 1_000, "val": 327, "test": 500}
+
+
 @register_text("tweetnlp", kind="real",
-               description="TweetNLP oct27 POS tokens (1,827 tweets) with optional Hovy et al. 2014 crowd tags")
+               description="TweetNLP oct27 POS tokens (1,827 tweets) with optional Hovy et al. 2014 crowd tags",
+               sizes=TWEETNLP_TOKENS, sequences=TWEETNLP_TWEETS, num_classes=len(UNIVERSAL_TAGS))
 def load_tweetnlp(data_dir=None, *, tagset: str = "universal", crowd="auto", tag_map=None) -> TextDataset:
     """Items are tokens (``texts``); ``columns`` give the tweet and position of each token.
 
@@ -744,7 +808,8 @@ def locate_imdb(data_dir=None, splits=("train", "test")) -> Path:
     return folder
 
 
-@register_text("imdb", kind="real", description="IMDB reviews (Maas et al. 2011), 25k train + 25k test, binary")
+@register_text("imdb", kind="real", description="IMDB reviews (Maas et al. 2011), 25k train + 25k test, binary",
+               sizes={"train": 25_000, "test": 25_000}, num_classes=2)
 def load_imdb(data_dir=None, *, splits=("train", "test"), label_errors_dir=None) -> TextDataset:
     """IMDB in a fixed order: split, then neg before pos, then the numeric review id.
 
@@ -897,7 +962,8 @@ def locate_amazon(data_dir=None, *, preprocessed: bool = False) -> Path:
 
 
 @register_text("amazon", kind="real",
-               description="Amazon 5-core 1/3/5-star reviews as released by cleanlab (~10M lines), 3 classes")
+               description="Amazon 5-core 1/3/5-star reviews as released by cleanlab (~10M lines), 3 classes",
+               sizes={"all": 9_996_437}, num_classes=3)  # lines of amazon5core.txt (the LNLFN spec's count)
 def load_amazon(data_dir=None, *, limit: int | None = None, indices=None, preprocessed: bool = False,
                 label_errors_dir=None, sizes=None, seed: int = 0) -> TextDataset:
     """cleanlab's ``amazon5core.txt`` (or the lower-cased, space-separated ``.preprocessed.txt``).

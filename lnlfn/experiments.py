@@ -37,11 +37,30 @@ def with_validation(ds, fraction: float = 0.1, seed: int = 0):
     if (split == "val").any():
         return ds
     train = np.flatnonzero(split == "train")
-    if len(train) < 2:
-        raise ConfigError(f"{ds.name} has no validation split and too few training rows to carve one out")
     rng = np.random.default_rng(seed)
-    split[rng.choice(train, size=max(1, int(round(fraction * len(train)))), replace=False)] = "val"
+    split[rng.choice(train, size=carved_validation(ds.name, len(train), fraction), replace=False)] = "val"
     return replace(ds, split=split, meta=dict(ds.meta, validation_carved_from_train=fraction))
+
+
+def carved_validation(name: str, n_train: int, fraction: float = 0.1) -> int:
+    """How many of ``n_train`` training rows ``with_validation`` turns into "val" (``lnlfn.cost`` sizes runs
+    with it)."""
+    if n_train < 2:
+        raise ConfigError(f"{name} has no validation split and too few training rows to carve one out")
+    return max(1, int(round(fraction * n_train)))
+
+
+def benchmark_labels(bench: str, ds, cfg, seed: int):
+    """The noisy labels of benchmark ``bench`` on ``ds`` for one seed of the settings: noise seed
+    ``cfg.noise_seed + seed`` (notebooks 02, 03 and 05; ``lnlfn.cost`` plans from the same labels)."""
+    from lnlfn.benchmarks import make_benchmark
+
+    return make_benchmark(bench, ds, seed=cfg.noise_seed + seed)
+
+
+def benchmark_cases(benchmarks, seeds) -> list[tuple[str, int]]:
+    """(benchmark, seed) in the order notebooks 03 and 05 run them: every seed of each benchmark in turn."""
+    return [(bench, seed) for bench in benchmarks for seed in seeds]
 
 
 def is_frozen(model: str) -> bool:
@@ -144,13 +163,19 @@ def baseline_sweep(ds, labels, *, configs=BASELINE_HEADS, kind: str | None = Non
     y = _check_labels(ds, labels)
     texts = list(ds.texts)
     if kind is None:
-        words = np.mean([len(str(t).split()) for t in texts[:2000]])
-        kind = "char" if words < 3 else "word"
+        kind = baseline_kind(texts)
     train = np.asarray(ds.split) == "train"
     X_train, X_all = ngram_features([t for t, k in zip(texts, train) if k], texts, kind=kind)
     scored = scored_items(ds)
     return run_sweep(X_all[scored], y[scored], configs, n_classes=ds.num_classes, train=(X_train, y[train]),
                      val=val_items(ds), desc=desc)
+
+
+def baseline_kind(texts) -> str:
+    """The baseline's n-grams for these items: "char" for word-level items (fewer than 3 words on average over the
+    first 2,000), else "word"."""
+    words = np.mean([len(str(t).split()) for t in list(texts)[:2000]])
+    return "char" if words < 3 else "word"
 
 
 def selected_accuracy(sweep: SweepResult, ds, *, eval_labels, select_labels=None, split: str = "test") -> dict:
@@ -339,7 +364,8 @@ def claim_each(report, template: str, benchmarks, results: dict, skipped: dict) 
             report.claim(statement, holds=None, detail=f"not run: {bench} is not among the benchmarks run")
 
 
-__all__ = ["BASELINE_HEADS", "with_validation", "is_frozen", "scored_items", "test_items", "val_items", "sweep_configs", "make_configs", "features",
-           "model_sweep", "task_of", "baseline_sweep", "selected_accuracy", "corrected_labels",
+__all__ = ["BASELINE_HEADS", "with_validation", "carved_validation", "benchmark_labels", "benchmark_cases", "is_frozen",
+           "scored_items", "test_items", "val_items", "sweep_configs", "make_configs", "features",
+           "model_sweep", "task_of", "baseline_sweep", "baseline_kind", "selected_accuracy", "corrected_labels",
            "true_rank", "precision_recall_f1", "detection_row", "skip_reason", "brief", "load_benchmark_data",
            "available_models", "skipped_frame", "prefer", "claim_each", "benchmark_source"]

@@ -119,24 +119,33 @@ def guessed_labels(probs, labels) -> np.ndarray:
     return others.argmax(axis=1)
 
 
+def analogue_heads(cfg) -> tuple[list, object]:
+    """The VADER analogue's runs: the smoke heads on frozen MiniLM embeddings (FML, FME) and CL's non-pretrained
+    model (char n-gram logistic regression with ``cfg.baseline_C``); ``lnlfn.cost`` plans the same."""
+    from lnlfn.scoring import HeadConfig, smoke_heads
+
+    return smoke_heads(), HeadConfig("logreg", C=cfg.baseline_C)
+
+
 def vader_analogue(cfg, out_dir, device: str = "auto") -> VaderAnalogue:
     """Detections on VADER's test split (CL on char n-grams; FML, FME, FME+CL, FML+CL from heads on frozen MiniLM
     embeddings), "sent" to two panels of raters and written as an lnlfm-format release under ``out_dir``."""
     from lnlfn.data import load_vader
     from shared.text.encoders import embed, ngram_features
-    from lnlfn.scoring import HeadConfig, cl, fme, fml, holdout_probs, run_sweep, smoke_heads, with_cl
+    from lnlfn.scoring import cl, fme, fml, holdout_probs, run_sweep, with_cl
     from shared.device import select_device
 
     ds = load_vader()
     test = ds.indices("test")
     train = ds.split == "train"
     scored = ~train  # validation + test: the heads train on the train split, are selected on val, score test
+    heads, baseline_head = analogue_heads(cfg)
     E = embed(ds.texts, device=str(select_device(device)))
-    sweep = run_sweep(E[scored], ds.labels[scored], smoke_heads(), train=(E[train], ds.labels[train]),
+    sweep = run_sweep(E[scored], ds.labels[scored], heads, train=(E[train], ds.labels[train]),
                       val=ds.split[scored] == "val").restrict(ds.split[scored] == "test")
     X_train, X_test = ngram_features([ds.texts[i] for i in np.flatnonzero(train)], [ds.texts[i] for i in test],
                                      kind="char")
-    baseline = holdout_probs(X_train, ds.labels[train], X_test, HeadConfig("logreg", C=cfg.baseline_C), n_classes=3)
+    baseline = holdout_probs(X_train, ds.labels[train], X_test, baseline_head, n_classes=3)
     y = ds.labels[test]
     det = {"CL": cl(baseline, y, filter_by=cfg.cl_filter_by), "FML": fml(sweep), "FME": fme(sweep, k=cfg.fme_k)}
     det["FME+CL"] = with_cl(det["FME"], filter_by=cfg.cl_filter_by)
@@ -644,7 +653,8 @@ class MTurkPage:
 
 __all__ = ["skip_reason", "brief", "NOTEBOOK", "PAPER_DATASET", "OURS_ON", "COMPARISON_KEYS", "FIG5_GROUPS",
            "PAPER_FACTS", "Release",
-           "load_releases", "read_written_release", "VaderAnalogue", "top_mask", "guessed_labels", "vader_analogue",
+           "load_releases", "read_written_release", "VaderAnalogue", "top_mask", "guessed_labels", "analogue_heads",
+           "vader_analogue",
            "overview", "table2_changes", "kappa_table", "stacked", "ours_long", "Claim", "release_claims",
            "analogue_consistency", "analogue_claims", "Fig5Data", "all_verdicts", "fig5_losses", "fig5_summary",
            "fig5_claim", "fig5_figure", "MTurkPage"]

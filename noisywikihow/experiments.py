@@ -30,6 +30,7 @@ from shared.methods import TrainSetup, make_method
 from shared.methods.base import STABLE_EPOCHS
 from shared.models import MLP
 from shared.progress import progress
+from shared.runlog import log_run
 from shared.sweep import map_jobs
 from shared.text.models import model_fingerprint
 
@@ -258,12 +259,29 @@ def train_run(data: FeatureData, spec: RunSpec, training: Training) -> dict:
 CACHE_DATA = "noisywikihow-data"
 
 
+def data_params(fingerprint: str) -> dict:
+    """The cache parameters of the features a job of ``run_grid`` reads (``CACHE_DATA``, code ``feature_data``)."""
+    return {"fingerprint": fingerprint}
+
+
+def run_params(fingerprint: str, spec: RunSpec, training: Training) -> dict:
+    """The cache parameters of ``spec``'s run on the features with ``fingerprint`` (``FeatureData.fingerprint``):
+    what ``run_grid`` keys a run by and ``noisywikihow.cost`` plans it by."""
+    return {"data": fingerprint, "spec": asdict(spec), "training": training.key(spec)}
+
+
+def run_key(fingerprint: str, spec: RunSpec, training: Training, code: str | None = None) -> str:
+    """The artifact-cache key of that run (``CACHE_KIND``); ``code``: ``code_fingerprint(train_run)`` if known
+    (computing it hashes the code's files)."""
+    return params_key(CACHE_KIND, run_params(fingerprint, spec, training), code or code_fingerprint(train_run))
+
+
 def _params(data: FeatureData, spec: RunSpec, training: Training) -> dict:
-    return {"data": data.fingerprint, "spec": asdict(spec), "training": training.key(spec)}
+    return run_params(data.fingerprint, spec, training)
 
 
 def _run_key(data: FeatureData, spec: RunSpec, training: Training) -> str:
-    return params_key(CACHE_KIND, _params(data, spec, training), code_fingerprint(train_run))
+    return run_key(data.fingerprint, spec, training)
 
 
 def _load_run(arrays: dict, spec: RunSpec) -> RunResult:
@@ -280,7 +298,7 @@ def _cached_run(task: tuple, cache_root: str) -> None:
     """What a job of ``run_grid`` does: read the features from the cache, train the run unless cached."""
     hollow, spec, training = task
     cache = ArtifactCache(cache_root)
-    data = hollow.filled(cache.get_or_build(CACHE_DATA, {"fingerprint": hollow.fingerprint}, partial(_absent, None),
+    data = hollow.filled(cache.get_or_build(CACHE_DATA, data_params(hollow.fingerprint), partial(_absent, None),
                                             code=[feature_data]))
     cache.get_or_build(CACHE_KIND, _params(data, spec, training), partial(train_run, data, spec, training),
                        code=[train_run])
@@ -296,15 +314,19 @@ def run_grid(data: FeatureData, specs, training: Training, *, executor=None,
     found = {s: cache.lookup(CACHE_KIND, _params(data, s, training), code=[train_run]) for s in specs}
     todo = [s for s in specs if found[s] is None]
     if executor is not None and todo:
-        cache.get_or_build(CACHE_DATA, {"fingerprint": data.fingerprint}, data.arrays, code=[feature_data])
+        cache.get_or_build(CACHE_DATA, data_params(data.fingerprint), data.arrays, code=[feature_data])
         hollow = data.hollow()
         map_jobs(partial(_cached_run, cache_root=str(cache.root)), [(hollow, s, training) for s in todo],
                  executor=executor, desc="NoisywikiHow runs", folder=cache.root / CACHE_KIND / ".submitit",
                  units=lambda task: [_run_key(data, task[1], training)])
     results = []
     for spec in progress(specs, desc="runs"):
-        arrays = found[spec] if found[spec] is not None else cache.get_or_build(
-            CACHE_KIND, _params(data, spec, training), partial(train_run, data, spec, training), code=[train_run])
+        if found[spec] is not None:  # found by lookup, which logs nothing: a loaded run (shared.runlog)
+            log_run(CACHE_KIND, _run_key(data, spec, training), built=False)
+            arrays = found[spec]
+        else:
+            arrays = cache.get_or_build(CACHE_KIND, _params(data, spec, training),
+                                        partial(train_run, data, spec, training), code=[train_run])
         results.append(_load_run(arrays, spec))
     return results
 
@@ -322,4 +344,4 @@ def scores(runs: list[RunResult], selections=("peak", "val"), prefix: str = "tes
 
 
 __all__ = ["MODELS", "SELECTIONS", "Training", "RunSpec", "RunResult", "FeatureData", "feature_data", "train_run",
-           "run_grid", "scores"]
+           "run_params", "run_key", "data_params", "run_grid", "scores"]

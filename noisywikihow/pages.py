@@ -9,15 +9,13 @@ the runs those settings define, and returns the tables, figures, paper compariso
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
 from noisywikihow import claims as C
-from noisywikihow import figures, hparams, tables
-from noisywikihow.benchmark import noise_name
+from noisywikihow import figures, grids, hparams, tables
 from noisywikihow.experiments import RunSpec, Training, run_grid, scores
 from noisywikihow.sources import encoded, load_benchmark
 from shared.errors import ConfigError
@@ -68,6 +66,11 @@ class Page(NotebookPage):
     def train(self, specs, encoder: str | None = None, model: str | None = None) -> list:
         return run_grid(self.features(encoder, model), specs, self.training, executor=self.cfg.executor)
 
+    def train_grid(self, grid: grids.Grid) -> list:
+        """The runs of one grid of ``noisywikihow.grids`` (what the cost plan enumerates)."""
+        return run_grid(self.features(grid.encoder, grid.model), grid.specs, grid.training,
+                        executor=self.cfg.executor)
+
 class DatasetAndNoise(Page):
     """00: Tables 1-3, 6, 7, Fig. 1 and the audit of the noisy training sets."""
 
@@ -109,13 +112,13 @@ class Architectures(Page):
     notebook = "01_plm_architectures"
 
     def specs(self):
-        return {(enc, model): [RunSpec(noise_name("real", t), "base", s, enc, model) for t in self.cfg.levels
-                               for s in self.cfg.seeds] for enc, model in self.cfg.architectures}
+        return {(g.encoder, g.model): list(g.specs) for g in grids.architecture_grids(self.cfg, self.training)}
 
     def run(self) -> pd.DataFrame:
         frames = []
-        for (enc, model), specs in self.specs().items():
-            runs = self.train(specs, enc, model)
+        for grid in grids.architecture_grids(self.cfg, self.training):
+            runs = self.train_grid(grid)
+            enc, model = grid.encoder, grid.model
             frames.append(scores(runs).assign(architecture=enc if model == "plm" else f"{enc}-{model}"))
         self.scores = pd.concat(frames, ignore_index=True)
         return tables.mean_scores(self.scores, ["architecture", "level"]).round(2)
@@ -156,12 +159,11 @@ class NoiseSources(Page):
     tail = TC)."""
 
     notebook = "02_noise_sources"
-    SETS = ("mix_0.1", "neighbor_0.1", "uncommon_0.1", "tail_0.1")
+    SETS = grids.SOURCE_SETS
 
     def run(self) -> pd.DataFrame:
-        specs = [self.spec(t, m, s) for m in self.cfg.methods for t in self.SETS
-                 for s in (self.cfg.base_seeds if m == "base" else self.cfg.seeds)]
-        self.runs = self.train(specs)
+        (grid,) = grids.source_grids(self.cfg, self.training)
+        self.runs = self.train_grid(grid)
         self.scores = scores(self.runs)
         self.source_scores = pd.concat([scores(self.runs, prefix=f"test_{s}").assign(prefix=f"test_{s}")
                                         for s in ("SC", "BCC", "TC")], ignore_index=True)
@@ -198,9 +200,8 @@ class RealNoise(Page):
     kind, reported_name = "real", "table8"
 
     def run(self) -> pd.DataFrame:
-        specs = [self.spec(noise_name(self.kind, t), m, s) for m in self.cfg.methods for t in self.cfg.levels
-                 for s in self.cfg.seeds]
-        self.runs = self.train(specs)
+        (grid,) = grids.lnl_grids(self.cfg, self.training, self.kind)
+        self.runs = self.train_grid(grid)
         self.scores = scores(self.runs, ("peak", "val", "stable"))
         return tables.selection_gap(self.scores, ["method", "level"])
 
@@ -244,9 +245,8 @@ class RealVsSynthetic(RealNoise):
 
     def run(self) -> pd.DataFrame:
         gap = super().run()
-        seed, level = self.cfg.seeds[0], self.cfg.loss_level
-        runs = self.train([self.spec(noise_name(kind, level), "base", seed) for kind in ("real", "symmetric")])
-        self.loss_runs = dict(zip(("real", "symmetric"), runs))
+        (grid,) = grids.loss_grids(self.cfg, self.training)
+        self.loss_runs = dict(zip(("real", "symmetric"), self.train_grid(grid)))
         return gap
 
     def loss_separation(self) -> pd.DataFrame:
@@ -264,10 +264,8 @@ class RealVsSynthetic(RealNoise):
 
     def figure4(self):
         """The base model trained ``curve_epochs`` at every level of both kinds of noise."""
-        training = replace(self.training, epochs=self.cfg.curve_epochs)
-        specs = [self.spec(noise_name(kind, t), "base", self.cfg.seeds[0]) for kind in ("real", "symmetric")
-                 for t in [0.0, *self.cfg.levels] if kind == "real" or t > 0]
-        runs = run_grid(self.features(), specs, training, executor=self.cfg.executor)
+        (grid,) = grids.curve_grids(self.cfg, self.training)
+        runs = self.train_grid(grid)
         self.curve_table = pd.concat([r.history[["epoch", "test_acc"]].assign(
             kind="symmetric" if r.spec.kind == "symmetric" else "real", level=r.spec.level) for r in runs],
             ignore_index=True)
@@ -284,9 +282,8 @@ class LongTailed(Page):
     notebook = "05_long_tailed"
 
     def run(self) -> pd.DataFrame:
-        levels, seeds = self.cfg.levels, self.cfg.seeds
-        self.runs = self.train([self.spec(noise_name("real", t), m, s) for m in ["base", *self.cfg.methods]
-                                for t in levels for s in seeds])
+        (grid,) = grids.longtail_grids(self.cfg, self.training)
+        self.runs = self.train_grid(grid)
         every = scores(self.runs, ("peak", "val"))
         self.base, self.scores = every[every["method"] == "base"], every[every["method"] != "base"]
         self.tc_scores = scores(self.runs, ("peak",), prefix="test_TC")

@@ -39,6 +39,7 @@ LICENCE_NOTE = ("licence: academic use only, proprietary to the authors of the r
                 "not redistributed with this repository")
 PALM_KEYS = ("data", "target", "partial_target")
 DIGIT_CLASSES = tuple(str(d) for d in range(10))
+DIGITS_SIZE = (1797, 64, 10)  # scikit-learn's digits: rows, features (8 x 8 grey), classes
 SYNTHETIC_MANYCLASS = dict(n_samples=3000, n_features=100, n_informative=40, n_classes=40, fps_p=0.05, n_full=9)
 
 # The real datasets by registry name -> their name in the paper's tables (their Table 5 numbers are in
@@ -82,13 +83,34 @@ class PLLDatasetSpec:
     steps: int
     stands_in_for: str | None  # the Table 5 row(s) an offline stand-in replaces
     description: str
+    # Sizes of the dataset the loader returns (Table 5 for the real ones), so that the cost of a sweep can be
+    # planned without the data (``plench.cost``): rows, features per row (an image's H x W x C), classes, and the
+    # rows of a fixed test set (None: the test rows are split off the rows, ``plench_split``).
+    examples: int | None = None
+    features: int | None = None
+    classes: int | None = None
+    test_examples: int | None = None
+
+    def input_shape(self, modality: str | None = None) -> tuple[int, ...]:
+        """One example as the networks see it (``plench.protocol.RunData.input_shape``): (features,) in the
+        tabular form, (C, H, W) in the image form."""
+        modality = modality or self.modality
+        if self.features is None:
+            raise ConfigError(f"the registry entry of {self.name} has no size (features)")
+        if modality == "tabular":
+            return (self.features,)
+        if self.image_size is None:
+            raise ConfigError(f"{self.name} has no image form")
+        return (self.features // self.image_size ** 2, self.image_size, self.image_size)
 
 
 PLL_DATASETS: dict[str, PLLDatasetSpec] = {}
 
 
-def _register(name, loader, *, kind, modality, steps, description, image_size=None, stands_in_for=None):
-    PLL_DATASETS[name] = PLLDatasetSpec(name, loader, kind, modality, image_size, steps, stands_in_for, description)
+def _register(name, loader, *, kind, modality, steps, description, image_size=None, stands_in_for=None, size=()):
+    """``size``: (examples, features, classes[, test_examples]) of the dataset the loader returns."""
+    PLL_DATASETS[name] = PLLDatasetSpec(name, loader, kind, modality, image_size, steps, stands_in_for, description,
+                                        *size)
 
 
 def plench_standardize(X) -> np.ndarray:
@@ -152,18 +174,19 @@ def _load_synthetic_manyclass(data_dir, modality: str) -> PLLDataset:
 
 
 _register("digits-USS", _load_digits_uss, kind="offline", modality="tabular", image_size=8, steps=10_000,
-          stands_in_for="Lost, MSRCv2, Birdsong (small tabular)",
+          stands_in_for="Lost, MSRCv2, Birdsong (small tabular)", size=DIGITS_SIZE,
           description="1,797 scikit-learn digits, exact USS candidate sets (E|S| = 5.49): Theorem 1 holds")
 for _p in (0.1, 0.3, 0.5):
     _register(f"digits-FPS{_p:g}", partial(_load_digits_fps, _p), kind="offline", modality="tabular", image_size=8,
-              steps=10_000, stands_in_for="Lost, MSRCv2, Birdsong (small tabular)",
+              steps=10_000, stands_in_for="Lost, MSRCv2, Birdsong (small tabular)", size=DIGITS_SIZE,
               description=f"1,797 scikit-learn digits, FPS candidate sets with p = {_p:g} (E|S| = {1 + 9 * _p:g})")
 for _version, _counterpart in (("Aggregate", "PLCIFAR10-Aggregate"), ("Vaguest", "PLCIFAR10-Vaguest")):
     _register(f"PLDigits-{_version}", partial(_load_pldigits, _version), kind="offline", modality="tabular",
-              image_size=8, steps=60_000, stands_in_for=_counterpart,
+              image_size=8, steps=60_000, stands_in_for=_counterpart, size=DIGITS_SIZE,
               description=f"digits with 10 simulated annotators (<= 6 labels each), {_version.lower()} sets")
 _register("synthetic-manyclass", _load_synthetic_manyclass, kind="offline", modality="tabular", steps=20_000,
           stands_in_for="Soccer Player, Yahoo! News, Malagasy (many classes)",
+          size=tuple(SYNTHETIC_MANYCLASS[k] for k in ("n_samples", "n_features", "n_classes")),
           description="make_classification 3,000 x 100, q = 40, FPS p = 0.05, 9 sets equal to the label set")
 
 _FPS_NAME = re.compile(r"digits-FPS(\d*\.?\d+)")
@@ -172,6 +195,12 @@ _FPS_NAME = re.compile(r"digits-FPS(\d*\.?\d+)")
 # ------------------------------------------------------------------------------------------ PALM .mat files
 PALM_STEPS = {"Lost": 10_000, "MSRCv2": 10_000, "Mirflickr": 10_000, "Birdsong": 10_000, "Malagasy": 10_000,
               "SoccerPlayer": 20_000, "Italian": 20_000, "YahooNews": 20_000, "English": 20_000}
+# (examples, features, classes) of each PALM file: Table 5 (plench/reported/table5.csv)
+PALM_SIZES = {"Lost": (1122, 108, 16), "MSRCv2": (1758, 48, 23), "Mirflickr": (2780, 1536, 14),
+              "Birdsong": (4998, 38, 13), "Malagasy": (5303, 384, 44), "SoccerPlayer": (17472, 279, 171),
+              "Italian": (21878, 519, 90), "YahooNews": (22991, 163, 219), "English": (24000, 300, 45)}
+# PLCIFAR10: the 50,000 CIFAR-10 training images (32 x 32 x 3), 10 classes; the 10,000 test images are its test set
+PLCIFAR10_SIZE = (50_000, 32 * 32 * 3, 10, 10_000)
 
 
 def _name_key(name: str) -> str:
@@ -255,7 +284,7 @@ def _load_palm(name: str, data_dir, modality: str) -> PLLDataset:
 
 for _name, _steps in PALM_STEPS.items():
     _register(_name, partial(_load_palm, _name), kind="real", modality="tabular", steps=_steps,
-              description=f"PALM .mat file ({PAPER_NAMES[_name]}), {LICENCE_NOTE}")
+              description=f"PALM .mat file ({PAPER_NAMES[_name]}), {LICENCE_NOTE}", size=PALM_SIZES[_name])
 
 
 # ------------------------------------------------------------------------------------------ PLCIFAR10
@@ -322,7 +351,7 @@ def _load_plcifar10(version: str, data_dir, modality: str) -> PLLDataset:
 
 for _version in ("Aggregate", "Vaguest"):
     _register(f"PLCIFAR10_{_version}", partial(_load_plcifar10, _version), kind="real", modality="image",
-              image_size=32, steps=60_000,
+              image_size=32, steps=60_000, size=PLCIFAR10_SIZE,
               description=f"CIFAR-10 train with MTurk candidate sets ({_version.lower()}), test = CIFAR-10 test")
 
 
@@ -338,7 +367,8 @@ def pll_dataset_spec(name: str) -> PLLDatasetSpec:
             raise ConfigError(f"{name}: the FPS flipping probability must be in [0, 1], got {p:g}")
         template = PLL_DATASETS["digits-FPS0.3"]
         return PLLDatasetSpec(name, partial(_load_digits_fps, p), "offline", "tabular", 8, template.steps,
-                              template.stands_in_for, f"1,797 scikit-learn digits, FPS candidate sets with p = {p:g}")
+                              template.stands_in_for, f"1,797 scikit-learn digits, FPS candidate sets with p = {p:g}",
+                              *DIGITS_SIZE)
     raise unknown_choice("PLL dataset", name, list(PLL_DATASETS) + ["digits-FPS<p>"])
 
 

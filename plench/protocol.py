@@ -41,16 +41,21 @@ from torch import nn
 from plench.algorithms import ALGORITHMS, Algorithm, Batch, make_algorithm
 from plench.algorithms.base import LossAlgorithm
 from plench.data import PLLDataset, load_pll_dataset, plench_split, pll_dataset_spec
-from plench.hparams import hparams_for
+from plench.hparams import hparam_for, hparams_for
 from plench.selection import approximated_accuracy, covering_rate, oracle_accuracy
 from shared import sweep as runs
 from shared.device import select_device
 from shared.errors import ConfigError, unknown_choice
 from shared.executor import executor_spec
+from shared.runlog import log_run
 from shared.seeding import seed_everything, seed_hash
 
 VIEWS = ("x", "weak", "strong", "distill")  # Batch fields holding inputs; "x" is the original view
 EVAL_BATCH_SIZE = 512
+# ``shared.runlog`` kinds: a sweep's run (key: its folder name, ``shared.sweep.args_hash`` of its ``run_args``),
+# and one ``measure_batched_speedup`` call (key: ``args_hash(speedup_args(...))``); both feed ``plench.cost``.
+RUN_KIND = "plench-run"
+SPEEDUP_KIND = "plench-speedup"
 
 
 # ------------------------------------------------------------------------------------------------ run data
@@ -429,12 +434,22 @@ def train_runs_batched(dataset: PLLDataset, algorithm: str, configs: Sequence[tu
     return results
 
 
+def speedup_args(dataset: str, algorithm: str, configs: Sequence[tuple[int, int]], *, steps: int,
+                 checkpoint_freq: int, compat: bool = True, hparams_overrides: dict | None = None) -> dict:
+    """What one ``measure_batched_speedup`` call trains (its identity in the run log, hashed)."""
+    return {"dataset": dataset, "algorithm": algorithm, "configs": [[int(h), int(t)] for h, t in configs],
+            "steps": int(steps), "checkpoint_freq": int(checkpoint_freq), "compat": bool(compat),
+            "hparams_overrides": dict(hparams_overrides) if hparams_overrides else None}
+
+
 def measure_batched_speedup(dataset: PLLDataset, algorithm: str, configs: Sequence[tuple[int, int]], *, steps: int,
                             checkpoint_freq: int, device="cpu", compat: bool = True,
                             hparams_overrides: dict | None = None) -> dict[str, float]:
     """Wall-clock seconds of ``configs`` trained one by one (``train_run``) and batched (``train_runs_batched``),
     in this process, one after the other, with the same MLP runs; ``speedup`` = one_by_one_s / batched_s.
-    Both paths first run two steps untimed, so one-time start-up costs count for neither."""
+    Both paths first run two steps untimed, so one-time start-up costs count for neither. The call is logged as
+    one built ``SPEEDUP_KIND`` run (nothing is kept: it trains every time)."""
+    began = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         (h, t), warm = configs[0], {"steps": 2, "checkpoint_freq": 1, "device": device, "compat": compat,
@@ -453,6 +468,9 @@ def measure_batched_speedup(dataset: PLLDataset, algorithm: str, configs: Sequen
                            out_dirs=[tmp / f"batched{i}" for i in range(len(configs))], device=device, compat=compat,
                            hparams_overrides=hparams_overrides)
         batched = time.perf_counter() - start
+    key = runs.args_hash(speedup_args(dataset.name, algorithm, configs, steps=steps, checkpoint_freq=checkpoint_freq,
+                                      compat=compat, hparams_overrides=hparams_overrides))
+    log_run(SPEEDUP_KIND, key, built=True, seconds=time.perf_counter() - began)
     return {"runs": len(configs), "steps": steps, "one_by_one_s": one_by_one, "batched_s": batched,
             "speedup": one_by_one / batched, "threads": torch.get_num_threads(), "device": str(as_device(device))}
 
@@ -474,7 +492,16 @@ class _SweepWorker:
 
     def __call__(self, task: list[tuple[dict, str]]) -> None:
         if all(runs.is_done(run_dir) for _, run_dir in task):  # e.g. a preempted Slurm array task run again
+            for _, run_dir in task:
+                log_run(RUN_KIND, Path(run_dir).name, built=False)
             return
+        start = time.perf_counter()
+        self._train(task)
+        seconds = (time.perf_counter() - start) / len(task)  # a batched task's time, shared by its runs
+        for _, run_dir in task:
+            log_run(RUN_KIND, Path(run_dir).name, built=True, seconds=seconds)
+
+    def _train(self, task: list[tuple[dict, str]]) -> None:
         first = task[0][0]
         for name, cls in self.classes.items():
             ALGORITHMS.setdefault(name, cls)
@@ -553,9 +580,10 @@ def sweep_tasks(todo: Sequence[tuple[dict, object]], *, batched: bool | str = Fa
     for args, run_dir in todo:
         key: tuple = (str(run_dir),)  # one run per task unless batched
         if batched is True or (batched == "auto" and args["arch"] == "mlp"):
-            hp = hparams_for(args["algorithm"], args["arch"], hparams_seed=args["hparams_seed"],
-                             trial_seed=args["trial_seed"], dataset=args["dataset"], compat=args["compat"])
-            batch_size = int((args.get("hparams_overrides") or {}).get("batch_size", hp["batch_size"]))
+            overrides = args.get("hparams_overrides") or {}
+            batch_size = int(overrides["batch_size"] if "batch_size" in overrides else
+                             hparam_for("batch_size", args["algorithm"], args["arch"], hparams_seed=args["hparams_seed"],
+                                        trial_seed=args["trial_seed"], dataset=args["dataset"], compat=args["compat"]))
             if batching_pays(batch_size, batched, (widths or {}).get(args["dataset"])):
                 key = (args["dataset"], args["algorithm"], args["steps"], batch_size)
         groups[key].append((args, str(run_dir)))
@@ -612,6 +640,10 @@ def sweep(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_
                            checkpoint_freq=checkpoint_freq, steps=steps, compat=compat,
                            hparams_overrides=hparams_overrides)
     todo, counts = runs.pending(args_list, out_dir)
+    for args in args_list:  # the runs found done are logged here; the worker logs those it trains
+        run_dir = runs.run_dir_for(args, out_dir)
+        if runs.is_done(run_dir):
+            log_run(RUN_KIND, run_dir.name, built=False)
     spec = executor_spec(executor, jobs=jobs, threads=1)
     folder = Path(out_dir) / runs.SUBMITIT_FOLDER
     if spec is not None and spec.kind == "slurm":  # runs that jobs of an earlier launch still hold stay with them

@@ -13,6 +13,7 @@ back its trained model.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -25,13 +26,18 @@ from plench.data import PALM_STEPS, PAPER_NAMES, PLLDataset, plench_split, pll_d
 from plench.hparams import hparams_for
 from plench.protocol import (
     Grid, CyclicLoader, as_device, collect, make_batch, measure_batched_speedup, run_args, run_data, select_runs,
-    sweep_grids, train_run, batching_pays, data_width,
+    speedup_args, sweep_grids, train_run, batching_pays, data_width,
 )
 from plench.selection import CRITERIA, results_table
 from shared import sweep as runs
 from shared.errors import ConfigError, unknown_choice
+from shared.runlog import log_run
 from shared.seeding import seed_everything
 
+# ``shared.runlog`` kinds (``plench.cost`` plans them): a run of Figure 1's "training" arm (key: its folder name,
+# logged by ``shared.sweep.launch``) and one model of the PiCO+/ALIM compat check (key: ``compat_check_key``).
+TRAINING_ARM_KIND = "plench-training-arm"
+COMPAT_CHECK_KIND = "plench-compat-check"
 COST_KEYS = ("dataset", "arch", "algorithm", "compat")
 # The paper table (dataset, network in reported/results.csv) each tabular notebook dataset is set beside: a PALM
 # dataset beside its own (Tables 7, 9-16), a stand-in beside the one it imitates.
@@ -233,21 +239,30 @@ def image_grids(cfg: Mapping) -> list[Grid]:
 
 
 # ------------------------------------------------------------------------------------------------ batched speed-up
+def speedup_calls(dataset_names: Sequence[str], spec: Mapping, *, checkpoint_freq: int) -> list[dict]:
+    """The ``measure_batched_speedup`` calls of ``batched_speedup`` (its ``speedup_args``, one per batch size):
+    ``spec["configs"]`` random configurations of ``spec["algorithm"]`` (hparams seeds 1.., trial seeds 0 and 1)
+    with the batch size forced, ``spec["steps"]`` steps, on ``spec["dataset"]`` (the first of ``dataset_names``,
+    the datasets loaded, if that one is absent)."""
+    name = spec["dataset"] if spec["dataset"] in dataset_names else next(iter(dataset_names))
+    pairs = [(h, h % 2) for h in range(1, int(spec["configs"]) + 1)]
+    return [speedup_args(name, spec["algorithm"], pairs, steps=int(spec["steps"]), checkpoint_freq=checkpoint_freq,
+                         hparams_overrides={"batch_size": int(size)})
+            for size in spec.get("batch_sizes") or (32, 64, 128)]
+
+
 def batched_speedup(datasets: Mapping[str, PLLDataset], spec: Mapping, *, checkpoint_freq: int,
                     device="cpu") -> pd.DataFrame:
-    """``measure_batched_speedup`` at each of ``spec["batch_sizes"]`` (default 32, 64 and 128, the MLP search grid):
-    ``spec["configs"]`` random configurations of ``spec["algorithm"]`` (hparams seeds 1.., trial seeds 0 and 1)
-    with the batch size forced, ``spec["steps"]`` steps, on ``datasets[spec["dataset"]]`` (the first of
-    ``datasets`` if that one is absent). One row per batch size, with ``batched_by_auto``: whether
+    """``measure_batched_speedup`` at each of ``spec["batch_sizes"]`` (default 32, 64 and 128, the MLP search grid),
+    as ``speedup_calls`` lists them. One row per batch size, with ``batched_by_auto``: whether
     ``sweep(batched="auto")`` trains that batch size together."""
-    dataset = datasets.get(spec["dataset"]) or next(iter(datasets.values()))
-    pairs = [(h, h % 2) for h in range(1, int(spec["configs"]) + 1)]
     rows = []
-    for size in spec.get("batch_sizes") or (32, 64, 128):
-        speed = measure_batched_speedup(dataset, spec["algorithm"], pairs, steps=int(spec["steps"]),
-                                        checkpoint_freq=checkpoint_freq, device=device,
-                                        hparams_overrides={"batch_size": int(size)})
-        rows.append({"algorithm": spec["algorithm"], "dataset": dataset.name, "batch_size": int(size),
+    for call in speedup_calls(list(datasets), spec, checkpoint_freq=checkpoint_freq):
+        dataset, size = datasets[call["dataset"]], call["hparams_overrides"]["batch_size"]
+        speed = measure_batched_speedup(dataset, call["algorithm"], [tuple(c) for c in call["configs"]],
+                                        steps=call["steps"], checkpoint_freq=call["checkpoint_freq"], device=device,
+                                        hparams_overrides=call["hparams_overrides"])
+        rows.append({"algorithm": call["algorithm"], "dataset": dataset.name, "batch_size": size,
                      "batched_by_auto": batching_pays(size, "auto", data_width(dataset)), **speed})
     return pd.DataFrame(rows)
 
@@ -339,7 +354,10 @@ def validation_as_training(ds: PLLDataset, trial_seed: int, *, holdout_fraction:
     else:
         test = ds.test
     wanted = len(train) + len(val)
-    n = wanted
+    # The split of n rows with a fixed test set trains on n - int(n * holdout_fraction) <= n (1 - h) + 1 of them, so
+    # no n below (wanted - 1) / (1 - h) has enough: start just under that bound, not at ``wanted`` (PLCIFAR10's
+    # 50,000 rows would take ~5,500 splits to get there).
+    n = max(wanted, int((wanted - 1) / (1 - holdout_fraction)) - 1)
     while len(_split_size(n, test, trial_seed, holdout_fraction)["train"]) < wanted:
         n += 1  # n - int(n * holdout_fraction) grows by 0 or 1 per row: it meets ``wanted`` exactly
     layout = _split_size(n, test, trial_seed, holdout_fraction)
@@ -367,6 +385,17 @@ def validation_training_args(datasets: Sequence[PLLDataset], algorithms: Sequenc
             for t in range(n_trials) for ds in datasets for algorithm in algorithms]
 
 
+def validation_use_grid(cfg: Mapping) -> tuple[Grid, dict]:
+    """The runs of ``validation_use_arms``' settings: the "validation" arm's search (a ``Grid``) and the arguments
+    its "training" arm shares with it (n_trials, arch, steps, checkpoint_freq, compat) for ``train_with_validation``
+    and ``validation_training_args``."""
+    common = dict(n_trials=cfg["n_trials"], arch=cfg["arch"], steps=cfg["steps"], checkpoint_freq=cfg["checkpoint_freq"],
+                  compat=cfg["compat"])
+    grid = Grid(tuple(cfg["algorithms"]), n_hparams=cfg["n_hparams"], batched=cfg["batched"],
+                executor=cfg.get("executor"), **common)
+    return grid, common
+
+
 def validation_use_arms(datasets: Mapping[str, PLLDataset], cfg: Mapping, *, out_dir, device="cpu",
                         data_dir=None) -> tuple[pd.DataFrame, dict]:
     """Both arms of Figure 1(a, b), run resumably under ``out_dir`` ("validation", "training"), and their results.
@@ -379,10 +408,7 @@ def validation_use_arms(datasets: Mapping[str, PLLDataset], cfg: Mapping, *, out
     (``select_runs``). With an executor that does not wait, both arms are submitted before ``SweepPending``.
     """
     data = list(datasets.values())
-    common = dict(n_trials=cfg["n_trials"], arch=cfg["arch"], steps=cfg["steps"], checkpoint_freq=cfg["checkpoint_freq"],
-                  compat=cfg["compat"])
-    grid = Grid(tuple(cfg["algorithms"]), n_hparams=cfg["n_hparams"], batched=cfg["batched"],
-                executor=cfg.get("executor"), **common)
+    grid, common = validation_use_grid(cfg)
     try:
         searched, counts = sweep_grids([grid], data, out_dir=out_dir / "validation", device=device, data_dir=data_dir)
     except runs.SweepPending as submitted:  # submit the other arm too before returning
@@ -473,7 +499,7 @@ def train_with_validation(datasets: Sequence[PLLDataset], algorithms: Sequence[s
                                          checkpoint_freq=checkpoint_freq, steps=steps, compat=compat,
                                          hparams_overrides=hparams_overrides)
     return runs.launch(args_list, _TrainWithValidation(datasets, algorithms, device, hparams_overrides), out_dir,
-                       desc="plench training arm", executor=executor)
+                       desc="plench training arm", executor=executor, kind=TRAINING_ARM_KIND)
 
 
 # ------------------------------------------------------------------------------------------------ a model to inspect
@@ -499,6 +525,25 @@ def train_model(dataset: PLLDataset, algorithm: str, *, arch: str, trial_seed: i
     return model.eval()
 
 
+def compat_check_calls(algorithms: Sequence[str], *, arch: str, steps: int,
+                       overrides: Mapping[str, dict | None] | None = None) -> list[dict]:
+    """``compat_confidences``' ``train_model`` arguments (less the dataset and device): each algorithm with the
+    official ``update`` (compat) and the fixed one, ``prot_start`` (and PiCO+'s ``knn_start``) lowered to 5 (10)."""
+    calls = []
+    for algorithm in algorithms:
+        for compat in (True, False):
+            lowered = {**((overrides or {}).get(algorithm) or {}), "prot_start": 5,
+                       **({"knn_start": 10} if algorithm == "PiCO_plus" else {})}
+            calls.append({"algorithm": algorithm, "arch": arch, "trial_seed": 0, "steps": steps,
+                          "hparams_overrides": lowered, "compat": compat})
+    return calls
+
+
+def compat_check_key(dataset: str, call: Mapping) -> str:
+    """The run-log key of one ``compat_check_calls`` model on ``dataset`` (nothing is kept: it trains every time)."""
+    return runs.args_hash({"dataset": dataset, **call})
+
+
 def compat_confidences(dataset: PLLDataset, algorithms: Sequence[str], *, arch: str, steps: int,
                        overrides: Mapping[str, dict | None] | None = None, device="cpu") -> pd.DataFrame:
     """PiCO+ and ALIM under the official ``update`` (compat) and the fixed one: each algorithm trained ``steps``
@@ -506,17 +551,16 @@ def compat_confidences(dataset: PLLDataset, algorithms: Sequence[str], *, arch: 
     ``knn_start``) are lowered to 5 (10) so that the fixed versions leave warm-up within the run. Columns:
     algorithm (display name), compat, steps, curr_iter, "max |w - s/|S||" and uniform (confidences exactly s/|S|)."""
     rows = []
-    for algorithm in algorithms:
-        for compat in (True, False):
-            lowered = {**((overrides or {}).get(algorithm) or {}), "prot_start": 5,
-                       **({"knn_start": 10} if algorithm == "PiCO_plus" else {})}
-            model = train_model(dataset, algorithm, arch=arch, trial_seed=0, steps=steps, hparams_overrides=lowered,
-                                compat=compat, device=device)
-            uniform = model.uniform_confidence()
-            rows.append({"algorithm": display_name(algorithm), "compat": compat, "steps": steps,
-                         "curr_iter": int(model.curr_iter),
-                         "max |w - s/|S||": float((model.confidence - uniform).abs().max()),
-                         "uniform": bool(torch.equal(model.confidence, uniform))})
+    for call in compat_check_calls(algorithms, arch=arch, steps=steps, overrides=overrides):
+        start = time.perf_counter()
+        model = train_model(dataset, **call, device=device)
+        log_run(COMPAT_CHECK_KIND, compat_check_key(dataset.name, call), built=True,
+                seconds=time.perf_counter() - start)
+        uniform = model.uniform_confidence()
+        rows.append({"algorithm": display_name(call["algorithm"]), "compat": call["compat"], "steps": steps,
+                     "curr_iter": int(model.curr_iter),
+                     "max |w - s/|S||": float((model.confidence - uniform).abs().max()),
+                     "uniform": bool(torch.equal(model.confidence, uniform))})
     return pd.DataFrame(rows, columns=["algorithm", "compat", "steps", "curr_iter", "max |w - s/|S||", "uniform"])
 
 

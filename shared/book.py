@@ -3,7 +3,8 @@
     python -m shared.book                 # smoke profile: runs/smoke -> book/_build/html
     python -m shared.book --profile full --no-build
 
-Generated (not committed): ``book/_toc.yml``, ``book/scorecard.md``, ``book/status.md`` (the landing page's
+Generated (not committed): ``book/_toc.yml``, ``book/scorecard.md``, ``book/cost.md`` (what a full run costs,
+``shared.costpage``), ``book/status.md`` (the landing page's
 status table) and ``book/papers/<paper>/`` with the
 paper's index page (its ``index.md`` plus a table of its items) and the executed notebooks. Pages are plain
 MyST markdown and notebooks, so the book stays portable to Jupyter Book 2.
@@ -23,6 +24,7 @@ import pandas as pd
 import yaml
 
 from shared.catalog import PaperCatalog, all_catalogs
+from shared.costpage import cost_page, full_profile_costs, reproduce_line
 from shared.ledger import Ledger
 from shared.paths import REPO_ROOT, paper_dir, runs_dir
 from shared.preflight import paper_needs
@@ -58,7 +60,7 @@ def full_profile_needs(paper: str, stem: str) -> tuple[str, list[str]]:
     return device, list(dict.fromkeys(needs))
 
 
-def reproduce_note(record: dict) -> str:
+def reproduce_note(record: dict, costs=None) -> str:
     """The page's "Reproduce" box (MyST): the command of its smoke run with the time and peak memory it took, the
     parameters it ran with, and the full profile's command and needs."""
     paper, stem = record["paper"], Path(record["notebook"]).stem
@@ -77,8 +79,7 @@ def reproduce_note(record: dict) -> str:
         where = {"cuda": "a CUDA GPU", "cpu": "the CPU"}.get(device, "the CPU, or a GPU when there is one")
         lines += ["", f"**Full profile**: `{run} --profile full -f {paper}/params/full.yaml -p data_dir /path/to/data`"
                   f" on {where}; it reads " + (", ".join(needs) if needs else "no data beyond the smoke profile's")
-                  + " (`--check-env` lists what is missing, with where to get it). No full run has been timed yet, "
-                  "so its hours are not given."]
+                  + " (`--check-env` lists what is missing, with where to get it). " + reproduce_line(costs, paper, stem)]
     return "\n".join(lines + [":::"])
 
 
@@ -86,7 +87,7 @@ def reproduce_note(record: dict) -> str:
 SHOWS_SETTINGS = re.compile(r"\.settings(_table)?\(\)\s*$")
 
 
-def prepare_notebook(source: Path, target: Path, record: dict) -> None:
+def prepare_notebook(source: Path, target: Path, record: dict, costs=None) -> None:
     """Copy an executed notebook for the book: papermill's injected cell becomes the page's "Reproduce" box
     (``reproduce_note``, which names the parameters); the parameters cell and the full settings table are folded."""
     nb = json.loads(source.read_text())
@@ -94,7 +95,7 @@ def prepare_notebook(source: Path, target: Path, record: dict) -> None:
     for cell in nb["cells"]:
         tags = cell.get("metadata", {}).get("tags", [])
         if "injected-parameters" in tags:
-            cell = {"cell_type": "markdown", "metadata": {}, "source": reproduce_note(record).splitlines(True)}
+            cell = {"cell_type": "markdown", "metadata": {}, "source": reproduce_note(record, costs).splitlines(True)}
         elif "parameters" in tags:
             cell["metadata"]["tags"] = sorted(set(tags) | {"hide-input"})
         elif cell["cell_type"] == "code" and SHOWS_SETTINGS.search("".join(cell["source"])):
@@ -231,6 +232,7 @@ def assemble(profile: str, book: Path = BOOK) -> Path:
     """Write the generated pages into ``book`` (its _config.yml, intro.md and running.md must exist)."""
     records = load_records(profile)
     catalogs = all_catalogs()
+    costs = full_profile_costs()
     papers_dir = book / "papers"
     shutil.rmtree(papers_dir, ignore_errors=True)
     chapters = []
@@ -243,7 +245,7 @@ def assemble(profile: str, book: Path = BOOK) -> Path:
             record = records.get(f"{catalog.paper}/{path.name}")
             executed = runs_dir(profile) / record["output_notebook"] if record else None
             if record and executed.exists():
-                prepare_notebook(executed, target / path.name, record)
+                prepare_notebook(executed, target / path.name, record, costs)
                 sections.append({"file": f"papers/{catalog.paper}/{path.stem}"})
         chapter = {"file": f"papers/{catalog.paper}/index"}
         if sections:
@@ -251,11 +253,13 @@ def assemble(profile: str, book: Path = BOOK) -> Path:
         chapters.append(chapter)
     (book / "scorecard.md").write_text(scorecard(catalogs, records, profile))
     (book / "status.md").write_text(status_page(catalogs))
+    (book / "cost.md").write_text(cost_page(costs, catalogs))
     toc = {
         "format": "jb-book",
         "root": "intro",
         "parts": [
-            {"caption": "Using this book", "chapters": [{"file": "running"}, {"file": "scorecard"}, {"file": "references"}]},
+            {"caption": "Using this book", "chapters": [{"file": "running"}, {"file": "scorecard"}, {"file": "cost"},
+                                                          {"file": "references"}]},
             {"caption": "Papers", "chapters": chapters},
         ],
     }

@@ -44,6 +44,7 @@ import numpy as np
 from shared.codedeps import PROJECT_PACKAGES, fingerprint_files, module_closure, module_file
 from shared.errors import ConfigError, DataFormatError, unknown_choice
 from shared.paths import cache_dir
+from shared.runlog import log_run
 
 FORMATS = {"npz": "npz", "json": "json", "torch": "pt", "skops": "skops", "dir": None}
 _TRUSTED_SKOPS_PREFIXES = ("sklearn.", "numpy.", "scipy.", "builtins.", "collections.")
@@ -202,19 +203,23 @@ class ArtifactCache:
         final = self.entry_dir(kind, key)
         found, _ = self._read(final, fmt)
         if found is not _ABSENT:
+            log_run(kind, key, built=False)
             return found
         final.parent.mkdir(parents=True, exist_ok=True)
         with _file_lock(final.parent / f"{key}.lock"):
             found, problem = self._read(final, fmt)  # built (or repaired) by a concurrent process while we waited
             if found is not _ABSENT:
+                log_run(kind, key, built=False)
                 return found
             if problem is not None:
                 print(f"[cache] rebuilding {final}: {problem}", file=sys.stderr)
             remove_stale_temporaries(final.parent, held=key)
             start = time.perf_counter()
             self._build(final, {"kind": kind, "key": key, "format": fmt, "params": params}, build)
+            seconds = time.perf_counter() - start
+            log_run(kind, key, built=True, seconds=seconds)
             if self.verbose:
-                print(f"[cache] built {kind}/{key} in {time.perf_counter() - start:.1f} s")
+                print(f"[cache] built {kind}/{key} in {seconds:.1f} s")
             return _open(final, fmt)
 
     def _build(self, final: Path, meta: dict, build: Callable[..., Any]) -> None:

@@ -10,6 +10,11 @@ book's landing page and its closeness scorecard (``shared.scorecard``).
     state: rehearsal                       # the furthest profile every notebook has run in: smoke | rehearsal | full
     replicates: corruptions, voter pools, noise measures, ERM / Co-Teaching / DivideMix
     smoke: MNIST-32 and Adult stand-ins, small CNN voters  # what the smoke profile runs on
+    compute:                               # what the paper (or its official code) says the experiments cost
+      reported: "a single V100 per run; 60k iterations per image run"   # its words, with where
+      hours: [5000, 30000]                 # our reading of it in GPU-hours of ``gpu`` (null where it gives none)
+      gpu: V100
+      basis: "their per-step time x steps x runs"   # how the hours follow from what it reports
     items:
       - id: table1
         label: Table I
@@ -62,6 +67,28 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class Compute:
+    """What the paper says its experiments cost: ``reported`` (its words, with where), ``hours`` (a low-high range
+    of GPU-hours on ``gpu`` read from them, or None where it states no total) and ``basis`` (how the hours follow)."""
+
+    reported: str
+    hours: tuple[float, float] | None = None
+    gpu: str = ""
+    basis: str = ""
+
+    def __post_init__(self):
+        if self.hours is not None and not (len(self.hours) == 2 and 0 < self.hours[0] <= self.hours[1]):
+            raise ConfigError(f"compute hours must be [low, high] with 0 < low <= high, got {self.hours!r}")
+
+    @property
+    def text(self) -> str:
+        if self.hours is None:
+            return "not stated"
+        low, high = self.hours
+        return f"{low:,.0f}" + (f"–{high:,.0f}" if high != low else "") + f" {self.gpu}-hours"
+
+
+@dataclass(frozen=True)
 class Item:
     id: str
     label: str
@@ -85,6 +112,7 @@ class PaperCatalog:
     state: str = "smoke"
     replicates: str = ""
     smoke: str = ""
+    compute: "Compute | None" = None
 
     @property
     def folder(self) -> Path:
@@ -121,6 +149,16 @@ def _item(data: dict, path: Path) -> Item:
                 _state(state, f"{path}: item {data['id']!r}") if state is not None else None)
 
 
+def _compute(data, path: Path) -> Compute | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict) or "reported" not in data or set(data) - {"reported", "hours", "gpu", "basis"}:
+        raise ConfigError(f"{path}: compute must be a mapping with reported (and hours, gpu, basis), got {data!r}")
+    hours = data.get("hours")
+    return Compute(str(data["reported"]), tuple(float(h) for h in hours) if hours is not None else None,
+                   str(data.get("gpu", "")), str(data.get("basis", "")))
+
+
 def load_catalog(paper: str) -> PaperCatalog:
     path = paper_dir(paper) / "items.yaml"
     if not path.exists():
@@ -131,7 +169,8 @@ def load_catalog(paper: str) -> PaperCatalog:
         return PaperCatalog(data["paper"], data["title"], data.get("citation", ""), items,
                             short=data.get("short", data["paper"]), bib=data.get("bib", ""),
                             links=dict(data.get("links") or {}), state=_state(data.get("state", "smoke"), str(path)),
-                            replicates=data.get("replicates", ""), smoke=data.get("smoke", ""))
+                            replicates=data.get("replicates", ""), smoke=data.get("smoke", ""),
+                            compute=_compute(data.get("compute"), path))
     except (KeyError, TypeError) as e:
         raise ConfigError(f"{path}: each item needs id, label and title ({e})") from e
 

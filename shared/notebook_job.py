@@ -27,6 +27,7 @@ import uuid
 from functools import lru_cache
 from pathlib import Path
 
+from shared import runlog
 from shared.ledger import Ledger
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -153,6 +154,8 @@ def _execute_locked(job: dict, ledger: Ledger) -> dict:
     record = {k: job[k] for k in ("paper", "notebook", "fingerprint", "parameters", "kernel", "threads")}
     record.update(started=time.strftime("%Y-%m-%dT%H:%M:%S"), python=platform.python_version(), host=platform.node(),
                   executor=job["executor"])
+    # every run the kernel and its workers touch is logged here (shared.runlog), then summarised in the record
+    os.environ[runlog.ENV] = str(staged_dir / runlog.FILENAME)
     monitor = PeakMemory()
     monitor.start()
     start = time.perf_counter()
@@ -169,9 +172,10 @@ def _execute_locked(job: dict, ledger: Ledger) -> dict:
         error = f"cell {e.exec_count}: {e.ename}: {e.evalue}"[:2000]
     except Exception as e:  # kernel died, timeout, bad parameters ...
         status, error = "failed", f"{type(e).__name__}: {e}"[:2000]
+    os.environ.pop(runlog.ENV, None)
     record.update(status=status, error=error, wall_s=round(time.perf_counter() - start, 2),
                   peak_rss_mb=round(monitor.stop(), 1), finished=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                  outputs=list_outputs(staged_dir))
+                  outputs=list_outputs(staged_dir), runs=runlog.summarise(staged_dir / runlog.FILENAME))
     failed_nb, failed_dir = final_nb.with_suffix(".failed.ipynb"), final_dir.with_name(final_dir.name + ".failed")
     if status == "ok":
         _unstage_paths(staged_nb, staged_dir, final_dir)

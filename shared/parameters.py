@@ -30,8 +30,17 @@ RUNNER_SET = {"out_dir": "--out"}  # parameters the runner sets itself -> the op
 PATH_SUFFIXES = ("_dir", "_dirs", "_path", "_file")
 
 
+def _layer(base: dict, top: dict) -> dict:
+    """``top`` over ``base``; a ``settings`` mapping in both is merged key by key (a later file changes the settings
+    it names and keeps the others, so a small file can shrink a larger one: ``-f rehearsal.yaml -f ci.yaml``)."""
+    merged = {**base, **top}
+    if isinstance(base.get("settings"), dict) and isinstance(top.get("settings"), dict):
+        merged["settings"] = {**base["settings"], **top["settings"]}
+    return merged
+
+
 def load_parameter_files(files: list[str] | None) -> tuple[dict, dict]:
-    """Global and per-notebook parameters from YAML files (later files win)."""
+    """Global and per-notebook parameters from YAML files (later files win; ``settings`` merge key by key)."""
     common, per_notebook = {}, {}
     for name in files or []:
         path = Path(name)
@@ -50,8 +59,8 @@ def load_parameter_files(files: list[str] | None) -> tuple[dict, dict]:
         for stem, params in notebooks.items():
             if not isinstance(params, dict | None):
                 raise ConfigError(f"{path}: notebooks: {stem}: must map parameter names to values, got {params!r}")
-            per_notebook.setdefault(str(stem), {}).update(params or {})
-        common.update(data)
+            per_notebook[str(stem)] = _layer(per_notebook.get(str(stem), {}), params or {})
+        common = _layer(common, data)
     return common, per_notebook
 
 

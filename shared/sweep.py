@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -31,6 +32,7 @@ from shared.errors import ConfigError, DataFormatError, ReplicationError
 from shared.executor import (FINISHED_OK, ExecutorSpec, JobFailed, SlurmJob, as_completed, executor_spec,
                              make_executor, queued_or_running)
 from shared.progress import progress
+from shared.runlog import log_run
 
 RESULTS_FILE = "results.jsonl"
 DONE_FILE = "done"
@@ -372,15 +374,18 @@ class _JobRunner:
     """Picklable ``(args, run_dir) -> launcher(args, emptied run_dir)``, then the ``done`` marker (a run already
     done, e.g. when Slurm requeues a preempted array task, is skipped)."""
 
-    def __init__(self, launcher: Callable[[dict, Path], object]):
-        self.launcher = launcher
+    def __init__(self, launcher: Callable[[dict, Path], object], kind: str = "sweep"):
+        self.launcher, self.kind = launcher, kind
 
     def __call__(self, task: tuple[dict, str]) -> None:
         args, run_dir = task
         if is_done(run_dir):
+            log_run(self.kind, Path(run_dir).name, built=False)
             return
+        start = time.perf_counter()
         self.launcher(args, reset_run_dir(run_dir))
         mark_done(run_dir)
+        log_run(self.kind, Path(run_dir).name, built=True, seconds=time.perf_counter() - start)
 
 
 def pending(args_list: Iterable[dict], out_dir: str | os.PathLike) -> tuple[list[tuple[dict, Path]], dict[str, int]]:
@@ -402,7 +407,7 @@ def _run_name(task: tuple[dict, str]) -> list[str]:
 
 
 def launch(args_list: Iterable[dict], launcher: Callable[[dict, Path], object], out_dir: str | os.PathLike, *,
-           jobs: int = 1, desc: str = "sweep", num_threads: int = 1, executor=None) -> dict[str, int]:
+           jobs: int = 1, desc: str = "sweep", num_threads: int = 1, executor=None, kind: str = "sweep") -> dict[str, int]:
     """Run ``launcher(args, run_dir)`` for every run not done yet, then mark it done.
 
     Incomplete runs (a folder without ``done``) are emptied and run again from scratch. Returns the counts of
@@ -410,7 +415,12 @@ def launch(args_list: Iterable[dict], launcher: Callable[[dict, Path], object], 
     submitit's files go to ``<out_dir>/.submitit`` and runs still in flight from an earlier launch are waited
     for, not submitted again.
     """
+    args_list = list(args_list)
     todo, counts = pending(args_list, out_dir)
-    map_jobs(_JobRunner(launcher), [(args, str(run_dir)) for args, run_dir in todo], jobs=jobs, desc=desc,
+    for args in args_list:  # the runs found done are logged here; the others by the job that runs them
+        run_dir = run_dir_for(args, out_dir)
+        if is_done(run_dir):
+            log_run(kind, run_dir.name, built=False)
+    map_jobs(_JobRunner(launcher, kind), [(args, str(run_dir)) for args, run_dir in todo], jobs=jobs, desc=desc,
              num_threads=num_threads, executor=executor, folder=Path(out_dir) / SUBMITIT_FOLDER, units=_run_name)
     return counts

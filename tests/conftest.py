@@ -65,3 +65,21 @@ def pytest_configure(config):
 
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# ---------------------------------------------------------------------------------------------- rehearsal
+def pytest_addoption(parser):
+    parser.addoption("--rehearsal", action="store_true",
+                     help="run every notebook of every paper in the full profile on rehearsal data (tests marked "
+                          "rehearsal; make rehearse-ci, to join CI once timed)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``rehearsal`` run only with ``--rehearsal``: they take about ten minutes, so ``make test`` and
+    ``make unit`` leave them to ``make rehearse-ci``."""
+    if config.getoption("--rehearsal"):
+        return
+    skip = pytest.mark.skip(reason="the full-profile rehearsal runs with --rehearsal (make rehearse-ci)")
+    for item in items:
+        if "rehearsal" in item.keywords:
+            item.add_marker(skip)

@@ -45,12 +45,27 @@ def test_the_reproduce_box_gives_both_commands_and_what_the_full_profile_reads()
     full = note.split("**Full profile**: ")[1]
     assert full.startswith("`.venv/bin/python -m shared.run benchmark_n --only '08_coco_wan' --profile full -f "
                            "benchmark_n/params/full.yaml -p data_dir /path/to/data` on a CUDA GPU")
-    assert full.endswith("No full run has been timed yet, so its hours are not given.\n:::")
+    assert full.endswith("Its full-profile cost has not been planned.\n:::")
     for need in ("coco2017 train annotations and images", "resnet50 ImageNet weights", "SAM checkpoint",
                  "Grounding-DINO"):
         assert need in full
     assert "Reproduce" in reproduce_note({"paper": "ciln", "notebook": "01_benchmark.ipynb", "wall_s": 1,
                                           "parameters": {"profile": "smoke"}})
+
+
+def test_the_reproduce_box_gives_the_full_profiles_projected_cost():
+    from shared.cost import Calibration, Priced
+    from shared.costpage import FullProfileCosts
+
+    priced = Priced("benchmark_n/03_train_eval.ipynb", runs=5, charged=4, steps=10_000, flops=3.6e18,
+                    seconds=7200.0, estimated_s=7200.0, unpriced=1)
+    costs = FullProfileCosts(Calibration("nvidia-h100", {"bf16": 1000.0}), {priced.key: priced}, 0.35)
+    note = reproduce_note({"paper": "benchmark_n", "notebook": "03_train_eval.ipynb", "wall_s": 2,
+                           "parameters": {"profile": "smoke"}}, costs)
+    assert ("makes 5 runs, 1 of them made by earlier pages: 10,000 steps, 3.6e18 FLOPs, about **2.0 h on one "
+            "nvidia-h100** (estimate); the FLOP bound is 1.0 h; 1 part(s) without a GPU step") in note
+    assert "not been planned" in reproduce_note({"paper": "ciln", "notebook": "01_benchmark.ipynb", "wall_s": 1,
+                                                 "parameters": {"profile": "smoke"}}, costs)
 
 
 def test_assemble_writes_toc_scorecard_and_pages(tmp_path, monkeypatch):
@@ -73,7 +88,17 @@ def test_assemble_writes_toc_scorecard_and_pages(tmp_path, monkeypatch):
     book.mkdir()
     for name in ("_config.yml", "intro.md", "running.md"):
         shutil.copy(BOOK / name, book / name)
+    from shared import book as book_module
+    from shared.cost import Calibration, Priced
+    from shared.costpage import FullProfileCosts
+
+    priced = Priced("ciln/01_benchmark.ipynb", runs=3, charged=3, steps=100, flops=1e15, seconds=3600.0)
+    monkeypatch.setattr(book_module, "full_profile_costs", lambda: FullProfileCosts(  # planning all five takes minutes
+        Calibration("nvidia-h100", {"bf16": 989.0}), {priced.key: priced}, 0.35))
     assemble("smoke", book)
+    cost = (book / "cost.md").read_text()
+    assert cost.startswith("# What a full run costs") and "| [CILN](papers/ciln/index.md) | 3 | 100 | 1.0e15 |" in cost
+    assert "30–65 GPU-hours" in cost and "5,000–30,000 V100-hours" in cost  # what the papers report, beside ours
     toc = yaml.safe_load((book / "_toc.yml").read_text())
     chapters = toc["parts"][1]["chapters"]
     assert chapters[0] == {"file": "papers/ciln/index", "sections": [{"file": "papers/ciln/01_benchmark"}]}

@@ -374,3 +374,17 @@ def test_papers_take_turns_in_the_submission_order():
     order = [j["key"] for j in interleaved(jobs)]
     assert order == ["ciln/01", "lnlfn/00", "plench/00", "ciln/02", "plench/01", "ciln/03"]
     assert sorted(order) == sorted(j["key"] for j in jobs) and interleaved([]) == []
+
+
+def test_later_parameter_files_change_only_the_settings_they_name(tmp_path):
+    from shared.parameters import load_parameter_files
+
+    base, small = tmp_path / "base.yaml", tmp_path / "small.yaml"
+    base.write_text("device: auto\nsettings: {a: 1, b: 2}\nnotebooks:\n  01_x: {settings: {epochs: 5, pools: [p, q]}, "
+                    "device: cpu}\n  02_y: {settings: {epochs: 3}}\n")
+    small.write_text("settings: {b: 20}\nnotebooks:\n  01_x: {settings: {epochs: 1}}\n")
+    common, per_notebook = load_parameter_files([str(base), str(small)])
+    assert common == {"device": "auto", "settings": {"a": 1, "b": 20}}
+    assert per_notebook == {"01_x": {"settings": {"epochs": 1, "pools": ["p", "q"]}, "device": "cpu"},
+                            "02_y": {"settings": {"epochs": 3}}}
+    assert load_parameter_files([str(small), str(base)])[1]["01_x"]["settings"] == {"epochs": 5, "pools": ["p", "q"]}

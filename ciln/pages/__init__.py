@@ -111,6 +111,13 @@ class CifarPage(Page):
         return cifar_scenarios(self.bench, self.images, settings, image_sources=image_sources,
                                master_seed=cfg.master_seed, max_rows=cfg.downstream_rows, val=val, **options)
 
+    def scenarios_of(self, args: dict) -> list:
+        """The scenarios of ``args`` (a page's ``scenario_args(cfg)``: settings, image_sources, clean_start,
+        tiers), PL-IDN's tiers labelled by the page's raters. ``ciln.downstream.scenario_specs(**args)`` names the
+        same scenarios in the same order without the data (``ciln/cost.py``)."""
+        return self.make_scenarios(args["settings"], args["image_sources"], clean_start=args.get("clean_start", ()),
+                                   raters={t: self.raters[t] for t in args.get("tiers", ())})
+
     def train(self, scenario, method: str, seed: int, variant: str | None = None) -> dict:
         """One run of ``method`` on ``scenario`` (``ciln.downstream.run``: read from the cache when done before)."""
         from ciln.downstream import run

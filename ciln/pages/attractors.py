@@ -28,6 +28,17 @@ PAPER_LABEL = "paper purity (Table III"  # the legend entry: "paper purity (Tabl
 COMPARED = ["noise_rate", "purity", "attractor_gain_pp", "cot_clean_img", "cot_noisy_img"]
 
 
+def scenario_args(cfg) -> dict:
+    """The scenarios of Table III's Co-Teaching column: ``table3_cot_settings`` on both image sources and PL-IDN's
+    top tier (the scenarios of 08_downstream under the same names, so their runs are shared)."""
+    return {"settings": cfg.table3_cot_settings, "image_sources": cfg.image_sources, "tiers": [cfg.plidn_tiers[-1]]}
+
+
+def run_grid(cfg, scenarios: list) -> list[tuple]:
+    """Co-Teaching on every scenario and seed: (scenario, method, seed, variant)."""
+    return [(s, "coteaching", seed, None) for s in scenarios for seed in cfg.seeds]
+
+
 def attractor_sources(bench, settings, raters: dict, tier: str) -> dict:
     """name -> (votes (n, M), true labels, corruption, severity) for the CILN ``settings`` and PL-IDN's ``tier`` (its
     raters' votes on the rows in the release)."""
@@ -157,11 +168,9 @@ class Attractors(CifarPage):
     @cached_property
     def cot_runs(self) -> pd.DataFrame:
         """Co-Teaching on ``table3_cot_settings`` and PL-IDN's top tier (the runs of 08_downstream, cached)."""
-        cfg = self.cfg
-        scenarios = self.make_scenarios(cfg.table3_cot_settings, cfg.image_sources,
-                                        raters={self.top_tier: self.raters[self.top_tier]})
-        return pd.DataFrame([self.train(s, "coteaching", seed) | {"name": s.setting, "source": s.image_source}
-                             for s in scenarios for seed in cfg.seeds])
+        scenarios = self.scenarios_of(scenario_args(self.cfg))
+        return pd.DataFrame([self.train(s, method, seed, variant) | {"name": s.setting, "source": s.image_source}
+                             for s, method, seed, variant in run_grid(self.cfg, scenarios)])
 
     @cached_property
     def table3_cot(self) -> pd.DataFrame:
@@ -186,5 +195,5 @@ class Attractors(CifarPage):
         return self._finish(attractor_claims(self.table3_cot))
 
 
-__all__ = ["Attractors", "attractor_sources", "attractor_table", "with_cot", "table3_long", "paper_purity",
+__all__ = ["Attractors", "scenario_args", "run_grid", "attractor_sources", "attractor_table", "with_cot", "table3_long", "paper_purity",
            "origins_figure", "attractor_claims"]

@@ -23,6 +23,7 @@ from ciln import measures
 from ciln.pages import COMPARISON_FORMATS, CifarPage, severity_key
 from ciln.plidn import NoPlidnLabels, labelled_rows, plidn_votes
 from ciln.references import subsample_raters
+from shared.errors import ConfigError
 from shared.plotting import PAPER_COLOR, finish_figure
 from shared.report import claim_record, reported, verdict
 from shared.tables import show_table
@@ -32,8 +33,23 @@ RULES = {"best_test": "best epoch on test (paper)", "val_selected": "best epoch 
          "last": "last epoch"}
 METHOD_METRIC = {"erm": "erm", "coteaching": "cot", "dividemix": "dm"}  # Table II's column prefixes
 PAPER_LABEL = "paper (Table II)"
+PAPER_DM_VARIANT = "ciln_compact"  # Table II's DivideMix: CILN's compact variant (its released code), not the official one
 TOLERANCE = 0.03  # "matches" and "beats": 3 points (see the notebook)
 RATE_FORMATS = {"noise_rate": "{:.1%}", "nth": "{:.3f}", "tv": "{:.3f}", "tv_ci95": "{:.3f}"}
+
+
+# ------------------------------------------------------------------------------------------------ the runs
+def scenario_args(cfg) -> dict:
+    """Table II's scenarios (``CifarPage.scenarios_of``): the CILN settings on clean and corrupted images, their
+    clean-start versions and PL-IDN's tiers."""
+    return {"settings": cfg.downstream_settings, "image_sources": cfg.image_sources,
+            "clean_start": cfg.clean_start_settings, "tiers": list(cfg.plidn_tiers)}
+
+
+def run_grid(cfg, scenarios: list) -> list[tuple]:
+    """Every scenario x learner (x DivideMix variant) x seed, in run order: (scenario, method, seed, variant)."""
+    return [(s, method, seed, variant) for s in scenarios for method in cfg.methods
+            for variant in (cfg.dm_variants if method == "dividemix" else [None]) for seed in cfg.seeds]
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -87,9 +103,24 @@ def table2_metric(method: str, image_source: str) -> str:
     return f"{METHOD_METRIC[method.split(' (')[0]]}_{image_source}_img"
 
 
+def table2_learners(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of the learners Table II reports: one DivideMix, the paper's. CILN's Table II comes from its own
+    compact DivideMix (``PAPER_DM_VARIANT``); where several variants ran (the full profile runs both) only that
+    one fills the "dm" columns, and a run of a single variant (the smoke profile's official one) stands in for it."""
+    dm = runs["method"].str.startswith("dividemix (")
+    if runs.loc[dm, "method"].nunique() > 1:
+        paper = f"dividemix ({PAPER_DM_VARIANT})"
+        if not (runs["method"] == paper).any():
+            raise ConfigError(f"DivideMix ran as {sorted(set(runs.loc[dm, 'method']))} but not as {paper!r}, the "
+                              f"variant of Table II: add {PAPER_DM_VARIANT!r} to dm_variants, or run a single variant")
+        runs = runs[~dm | (runs["method"] == paper)]
+    return runs
+
+
 def accuracy_rows(runs: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
-    """Best-epoch accuracy (mean over seeds) per scenario and learner, keyed like Table II."""
-    means = runs.groupby(["scenario", "method"], sort=False)["best_test"].mean().reset_index()
+    """Best-epoch accuracy (mean over seeds) per scenario and learner, keyed like Table II (one DivideMix variant
+    per ``table2_learners``)."""
+    means = table2_learners(runs).groupby(["scenario", "method"], sort=False)["best_test"].mean().reset_index()
     out = means.merge(keys, on="scenario", how="left", validate="many_to_one")
     out["metric"] = [table2_metric(m, s) for m, s in zip(out["method"], out["image_source"])]
     return out.rename(columns={"best_test": "value"})[["scenario", "method", *KEYS, "metric", "value"]]
@@ -226,16 +257,12 @@ class Downstream(CifarPage):
 
     @cached_property
     def scenarios(self) -> list:
-        cfg = self.cfg
-        return self.make_scenarios(cfg.downstream_settings, cfg.image_sources, clean_start=cfg.clean_start_settings,
-                                   raters={t: self.raters[t] for t in cfg.plidn_tiers})
+        return self.scenarios_of(scenario_args(self.cfg))
 
     @cached_property
     def runs(self) -> pd.DataFrame:
         """Every scenario x learner (x DivideMix variant) x seed, trained unless cached."""
-        cfg = self.cfg
-        records = [self.train(s, method, seed, variant) for s in self.scenarios for method in cfg.methods
-                   for variant in (cfg.dm_variants if method == "dividemix" else [None]) for seed in cfg.seeds]
+        records = [self.train(*run) for run in run_grid(self.cfg, self.scenarios)]
         runs = runs_frame(records)
         self.report.table(runs, "runs")
         return runs
@@ -273,5 +300,5 @@ class Downstream(CifarPage):
                                               f"PL-IDN-{self.cfg.plidn_tiers[-1]}"))
 
 
-__all__ = ["Downstream", "characteristics_table", "runs_frame", "selection_table", "scenario_keys", "table2_metric",
+__all__ = ["Downstream", "scenario_args", "run_grid", "characteristics_table", "runs_frame", "selection_table", "scenario_keys", "table2_metric",
            "accuracy_rows", "ours_long", "paper_markers", "comparison_pivot", "accuracy_figure", "downstream_claims"]

@@ -126,6 +126,11 @@ def examples_claims(examples: pd.DataFrame, determinism: pd.DataFrame, speed: pd
     return out
 
 
+def panel_datasets(cfg) -> list[str]:
+    """The datasets of Figure 1's panels (the benchmarks the page loads)."""
+    return sorted({name for name, _ in cfg.panels})
+
+
 # ----------------------------------------------------------------------------------------- the page
 class Examples(Page):
     """02: Figure 1 drawn from this run's benchmarks, and the corruption operators."""
@@ -134,8 +139,7 @@ class Examples(Page):
 
     @property
     def benchmark_names(self) -> list[str]:
-        """The datasets of Figure 1's panels."""
-        return sorted({name for name, _ in self.cfg.panels})
+        return panel_datasets(self.cfg)
 
     @cached_property
     def inputs(self) -> dict:
@@ -218,4 +222,4 @@ class Examples(Page):
         return self._finish(examples_claims(self.examples_table, self.determinism, speed))
 
 
-__all__ = ["Examples", "panel_example", "examples_frame", "figure1", "reproducibility_checks", "examples_claims"]
+__all__ = ["Examples", "panel_datasets", "panel_example", "examples_frame", "figure1", "reproducibility_checks", "examples_claims"]

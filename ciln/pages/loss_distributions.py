@@ -26,6 +26,18 @@ from shared.tables import show_table
 
 GROUPS = (("clean", "#0173b2"), ("noisy", "#d55e00"))
 AUC = "loss AUC after warm-up"
+CONTROL_OF = 1  # the symmetric-noise control is rate-matched to this scenario (the first high-noise setting)
+
+
+def scenario_args(cfg) -> dict:
+    """Figure 8's scenarios: ``fig8_settings`` on ``fig8_image_source`` images (CILN-S, no PL-IDN)."""
+    return {"settings": cfg.fig8_settings, "image_sources": [cfg.fig8_image_source]}
+
+
+def run_grid(cfg, scenarios: list, controls: list) -> list[tuple]:
+    """DivideMix (the first variant, the first seed) on every scenario and control: (scenario, method, seed,
+    variant)."""
+    return [(s, "dividemix", cfg.seeds[0], cfg.dm_variants[0]) for s in scenarios + controls]
 
 
 def is_noisy(scenario) -> np.ndarray:
@@ -132,16 +144,16 @@ class LossDistributions(CifarPage):
     @cached_property
     def scenarios(self) -> list:
         """DivideMix's settings (``fig8_settings``) on ``fig8_image_source`` images, with their noisy NLV rows."""
-        return self.make_scenarios(self.cfg.fig8_settings, [self.cfg.fig8_image_source])
+        return self.scenarios_of(scenario_args(self.cfg))
 
     @cached_property
     def records(self) -> dict:
         """DivideMix (first variant, first seed) on each setting and on a symmetric-noise control rate-matched to the
         first high-noise setting: scenario name -> (scenario, record)."""
-        cfg, scenarios = self.cfg, self.scenarios
-        controls = [symmetric_control(scenarios[1], self.images, self.bench.num_classes)]
-        return {s.name: (s, self.train(s, "dividemix", cfg.seeds[0], cfg.dm_variants[0]))
-                for s in scenarios + controls}
+        scenarios = self.scenarios
+        controls = [symmetric_control(scenarios[CONTROL_OF], self.images, self.bench.num_classes)]
+        return {s.name: (s, self.train(s, method, seed, variant))
+                for s, method, seed, variant in run_grid(self.cfg, scenarios, controls)}
 
     def run(self):
         return show_table(runs_overview(self.records), {"noise_rate": "{:.1%}", "test accuracy": "{:.1%}"})
@@ -168,4 +180,4 @@ class LossDistributions(CifarPage):
         return self._finish(loss_claims(self.separability_frame))
 
 
-__all__ = ["LossDistributions", "runs_overview", "loss_figure", "separability_table", "separation_table", "loss_claims"]
+__all__ = ["LossDistributions", "scenario_args", "run_grid", "runs_overview", "loss_figure", "separability_table", "separation_table", "loss_claims"]

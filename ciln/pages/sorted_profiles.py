@@ -72,6 +72,11 @@ def profile_claims(entropies: pd.DataFrame, tops: pd.DataFrame) -> list[dict]:
     return out
 
 
+def panel_datasets(cfg) -> list[str]:
+    """The datasets of Figure 4's panels (the benchmarks the page loads)."""
+    return sorted({name for name, _ in cfg.panels})
+
+
 class SortedProfiles(Page):
     """04: Figure 4 on this run's benchmarks."""
 
@@ -79,8 +84,7 @@ class SortedProfiles(Page):
 
     @property
     def benchmark_names(self) -> list[str]:
-        """The datasets of Figure 4's panels."""
-        return sorted({name for name, _ in self.cfg.panels})
+        return panel_datasets(self.cfg)
 
     @cached_property
     def profiles(self) -> list[tuple[str, str, dict, dict]]:
@@ -136,4 +140,4 @@ class SortedProfiles(Page):
         return self._finish(profile_claims(self.entropies, self.tops))
 
 
-__all__ = ["SortedProfiles", "level_profile", "entropy_rows", "top_label", "profile_claims"]
+__all__ = ["SortedProfiles", "panel_datasets", "level_profile", "entropy_rows", "top_label", "profile_claims"]

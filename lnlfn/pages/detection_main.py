@@ -21,9 +21,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from lnlfn.benchmarks import BENCHMARKS, make_benchmark
-from lnlfn.experiments import (baseline_sweep, claim_each, detection_row, load_benchmark_data, make_configs,
-                               model_sweep, prefer, scored_items, sweep_configs, test_items)
+from lnlfn.benchmarks import BENCHMARKS
+from lnlfn.experiments import (baseline_sweep, benchmark_cases, benchmark_labels, claim_each, detection_row,
+                               load_benchmark_data, make_configs, model_sweep, prefer, scored_items, sweep_configs,
+                               test_items)
 from lnlfn.pages import ClaimRecords, Page, benchmark_table, comparison_table, sweep_frame
 from lnlfn.scoring import Detection, cl, fml, fme, with_cl
 from shared.metrics.detection import jaccard_index, pr_curve
@@ -76,18 +77,17 @@ class DetectionMain(Page):
     def detections(self) -> dict:
         """``{(benchmark, seed): (detections, is_error, sweep)}`` on the test split (sweeps cached on disk)."""
         cfg, datasets, out = self.cfg, self.data[0], {}
-        for bench in self.benchmarks_run:
+        for bench, seed in benchmark_cases(self.benchmarks_run, cfg.seeds):
             ds = datasets[BENCHMARKS[bench].dataset]
             te = test_items(ds)
-            for seed in cfg.seeds:
-                noised = make_benchmark(bench, ds, seed=cfg.noise_seed + seed)
-                err = noised.noised[scored_items(ds)][te]
-                sweep = model_sweep(ds, noised.noisy, model=cfg.model, configs=self.configs,
-                                    device=self.compute_device, data_dir=self.data_dir, desc=f"{bench} seed {seed}",
-                                    executor=cfg.executor).restrict(te)
-                base = baseline_sweep(ds, noised.noisy, configs=self.baseline_configs).restrict(te)
-                out[bench, seed] = (methods_of(sweep, base, top_k=cfg.top_k, filter_by=cfg.cl_filter_by,
-                                               rank_by=cfg.cl_rank_by), err, sweep)
+            noised = benchmark_labels(bench, ds, cfg, seed)
+            err = noised.noised[scored_items(ds)][te]
+            sweep = model_sweep(ds, noised.noisy, model=cfg.model, configs=self.configs,
+                                device=self.compute_device, data_dir=self.data_dir, desc=f"{bench} seed {seed}",
+                                executor=cfg.executor).restrict(te)
+            base = baseline_sweep(ds, noised.noisy, configs=self.baseline_configs).restrict(te)
+            out[bench, seed] = (methods_of(sweep, base, top_k=cfg.top_k, filter_by=cfg.cl_filter_by,
+                                           rank_by=cfg.cl_rank_by), err, sweep)
         return out
 
     @cached_property

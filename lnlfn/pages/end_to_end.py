@@ -21,9 +21,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from lnlfn.benchmarks import BENCHMARKS, make_benchmark
-from lnlfn.experiments import (claim_each, corrected_labels, load_benchmark_data, make_configs, model_sweep,
-                               scored_items, selected_accuracy, sweep_configs, true_rank, with_validation)
+from lnlfn.benchmarks import BENCHMARKS
+from lnlfn.experiments import (benchmark_cases, benchmark_labels, claim_each, corrected_labels, load_benchmark_data,
+                               make_configs, model_sweep, scored_items, selected_accuracy, sweep_configs, true_rank,
+                               with_validation)
 from lnlfn.pages import ClaimRecords, Page, benchmark_table, comparison_table, item_text, sweep_frame
 from lnlfn.scoring import fme
 from shared.plotting import finish_figure
@@ -67,17 +68,16 @@ class EndToEnd(Page):
     def _computed(self) -> tuple[pd.DataFrame, dict]:
         """The per-run table and ``{(benchmark, seed): (dataset, noised labels, FME detection)}``."""
         cfg, rows, kept = self.cfg, [], {}
-        for bench in self.benchmarks_run:
+        for bench, seed in benchmark_cases(self.benchmarks_run, cfg.seeds):
             ds = self.data[0][BENCHMARKS[bench].dataset]
-            for seed in cfg.seeds:
-                out = make_benchmark(bench, ds, seed=cfg.noise_seed + seed)
-                sweep = model_sweep(ds, out.noisy, model=cfg.model, configs=self.configs, device=self.compute_device,
-                                    data_dir=self.data_dir, desc=f"{bench} seed {seed}", executor=cfg.executor)
-                ens = fme(sweep, k=cfg.top_k)
-                corrected = corrected_labels(ds, out.noisy, out.clean, ens.scores, BENCHMARKS[bench].rate)
-                rows += [{"benchmark": bench, "seed": seed, **row}
-                         for row in evaluation_rows(sweep, ds, out.noisy, out.clean, corrected)]
-                kept[bench, seed] = (ds, out, ens)
+            out = benchmark_labels(bench, ds, cfg, seed)
+            sweep = model_sweep(ds, out.noisy, model=cfg.model, configs=self.configs, device=self.compute_device,
+                                data_dir=self.data_dir, desc=f"{bench} seed {seed}", executor=cfg.executor)
+            ens = fme(sweep, k=cfg.top_k)
+            corrected = corrected_labels(ds, out.noisy, out.clean, ens.scores, BENCHMARKS[bench].rate)
+            rows += [{"benchmark": bench, "seed": seed, **row}
+                     for row in evaluation_rows(sweep, ds, out.noisy, out.clean, corrected)]
+            kept[bench, seed] = (ds, out, ens)
         runs = pd.DataFrame(rows, columns=["benchmark", "seed", "eval_split", *TABLE4_COLUMNS])
         self.report.table(runs, "table4_runs")
         return runs, kept

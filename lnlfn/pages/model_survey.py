@@ -25,10 +25,10 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from lnlfn.benchmarks import BENCHMARKS, make_benchmark
+from lnlfn.benchmarks import BENCHMARKS
 from lnlfn.data import load_text_dataset
-from lnlfn.experiments import (available_models, baseline_sweep, brief, make_configs, model_sweep, precision_recall_f1,
-                               scored_items, sweep_configs, test_items)
+from lnlfn.experiments import (available_models, baseline_sweep, benchmark_labels, brief, make_configs, model_sweep,
+                               precision_recall_f1, scored_items, sweep_configs, test_items)
 from lnlfn.pages import Page, comparison_table
 from lnlfn.scoring import Detection, SweepResult, cl, fme, fml, loss_detection, with_cl
 from shared.plotting import finish_figure
@@ -53,6 +53,13 @@ class Family:
     sweep: SweepResult | None = None
     k: int | None = None
     clean: np.ndarray | None = None
+
+
+def survey_cases(cfg, models) -> list[tuple[int, list[tuple[str, list]]]]:
+    """The survey in the order it runs: per noise seed of ``cfg.seeds``, every model of ``models`` (names) with
+    its sweep (``sweep_configs(model, cfg.n_sweep, seed=seed)``: the random draws follow the seed). The page runs
+    them after the seed's n-gram baseline; ``lnlfn.cost`` plans them."""
+    return [(seed, [(model, sweep_configs(model, cfg.n_sweep, seed=seed)) for model in models]) for seed in cfg.seeds]
 
 
 def sweep_rows(sweep: SweepResult, configs, is_error, clean, k: int, *, model: str, seed: int) -> list[dict]:
@@ -245,14 +252,14 @@ class ModelSurvey(Page):
         te, scored = test_items(ds), scored_items(ds)
         baseline_configs = make_configs("all-minilm-l6-v2", cfg.baseline_configs)
         runs, self.families = [], {}
-        for seed in cfg.seeds:
-            noised = make_benchmark(cfg.benchmark, ds, seed=cfg.noise_seed + seed)
+        for seed, models in survey_cases(cfg, self.models):
+            noised = benchmark_labels(cfg.benchmark, ds, cfg, seed)
             err, clean = noised.noised[scored][te], noised.clean[scored][te]
             base = fml(baseline_sweep(ds, noised.noisy, configs=baseline_configs).restrict(te))
             k = cl(base.probs, base.labels).n_flagged  # the paper's "CL threshold"
             self.families[BASELINE, seed] = Family(base, err)
-            for model, info in self.models.items():
-                configs = sweep_configs(model, cfg.n_sweep, seed=seed)
+            for model, configs in models:
+                info = self.models[model]
                 sweep = model_sweep(ds, noised.noisy, model=model, configs=configs, device=self.compute_device,
                                     data_dir=self.data_dir, desc=f"{model} seed {seed}",
                                     executor=cfg.executor).restrict(te)
@@ -312,6 +319,6 @@ class ModelSurvey(Page):
                                           table10_means(self.table10_runs), self.cfg.benchmark))
 
 
-__all__ = ["ModelSurvey", "Family", "BASELINE", "sweep_rows", "run_summary", "loss_fits", "fig2_figure",
+__all__ = ["ModelSurvey", "Family", "BASELINE", "survey_cases", "sweep_rows", "run_summary", "loss_fits", "fig2_figure",
            "family_summary", "fig7_10_figure", "table10_rows", "table10_means", "table10_summary", "table10_long",
            "survey_claims"]

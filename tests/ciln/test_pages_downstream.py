@@ -67,6 +67,29 @@ def test_accuracy_rows_are_keyed_like_table2(runs):
     assert len(summary) == len(acc) and list(dict.fromkeys(summary["scenario"])) == [s.name for s in SCENARIOS]
 
 
+def test_table2_compares_the_papers_dividemix_when_both_variants_ran(runs):
+    """The full profile runs DivideMix twice (CILN's compact variant and the official one); Table II has one "dm"
+    column, CILN's compact variant. Both variants in the rows used to give two values per Table II cell, and the
+    summary's pivot failed with "Index contains duplicate entries" (found by the full-profile rehearsal)."""
+    compact = runs[runs["method"] == "dividemix (official)"].assign(method="dividemix (ciln_compact)",
+                                                                    best_test=0.123)
+    both = pd.concat([runs, compact], ignore_index=True)
+    acc = D.accuracy_rows(both, D.scenario_keys(SCENARIOS))
+    dm = acc[acc["metric"].str.startswith("dm_")]
+    assert len(dm) == len(SCENARIOS) and set(dm["method"]) == {"dividemix (ciln_compact)"}
+    assert dm["value"].tolist() == pytest.approx([0.123] * len(SCENARIOS))
+    assert not acc.duplicated([*D.KEYS, "metric"]).any()
+    comparison = compare_with_paper(D.ours_long(pd.DataFrame(columns=[*D.KEYS, "noise_rate", "nth", "tv", "tv_ci95"]),
+                                                acc, "toy"), reported("ciln", "table2"), on=D.KEYS)
+    assert len(D.comparison_pivot(comparison)) == 3  # frost (1), contrast (5), PL-IDN-H: one row each, no error
+    # a single variant (the smoke profile's official one) stands in for the paper's
+    assert set(D.accuracy_rows(runs, D.scenario_keys(SCENARIOS))["method"]) == set(METHODS)
+    other = both[both["method"] != "dividemix (ciln_compact)"]
+    other = pd.concat([other, other[other["method"] == "dividemix (official)"].assign(method="dividemix (v2)")])
+    with pytest.raises(D.ConfigError, match="ciln_compact"):
+        D.accuracy_rows(other, D.scenario_keys(SCENARIOS))
+
+
 def test_paper_markers_match_severities_numerically(runs):
     """The bug this fixes: the CSV reads severity 5 as 5.0 (its PL-IDN rows have none), so matching the text "5"
     found no paper accuracy at all."""

@@ -1,0 +1,461 @@
+"""NoisywikiHow's cost plan: every run each notebook executes, with its steps, for ``python -m shared.cost noisywikihow``.
+
+``plan(notebook, cfg, params)`` (``shared.cost``'s contract) walks the grids the notebook's page trains
+(``noisywikihow.grids.notebook_grids``, which the pages call too) and expands each ``run_grid`` call into the runs
+``shared.runlog`` records when it executes:
+
+=========================  ===============================================================================
+kind                       one run
+=========================  ===============================================================================
+``noisywikihow-runs``      one (training set, method, seed, encoder, model) trained by ``experiments.train_run``
+                           and cached by ``run_grid``: an MLP (or linear model, BiLSTM) on frozen features in the
+                           smoke profile, one of the seven PLMs fine-tuned in the full profile
+``text-embeddings``        frozen MiniLM embeddings (``shared.text.encoders.embed``; smoke): TinyHow's training
+                           events and open-set pool, which rank the neighbours of the noise injection
+                           (``noise_encoder: minilm``), and every text of the noised benchmark (``encoder: minilm``)
+``noisywikihow-data``      the features a grid's jobs read from the cache (only with an ``executor``; planned as
+                           a cold batch builds it, i.e. when the grid has runs to train)
+=========================  ===============================================================================
+
+**Identities.** A run's cache key is ``experiments.run_key(FeatureData.fingerprint, spec, training)``: the hash of
+the feature arrays, the spec, the settings that can change that run (``Training.key``) and the code. The plan calls
+the same ``run_key`` with a *described* fingerprint in place of the arrays' hash: a hash of what the arrays are made
+from (the dataset: TinyHow's seed and noise encoder, or the release's folder; the encoder, or MiniLM's tokens for the
+BiLSTM, or the PLM's tokenizer), so two plans' identities are equal exactly when the cache keys are (the base runs
+shared by 01, 02, 03, 04 and 05 are one identity), without computing embeddings to plan. Embeddings are keyed by
+their texts; their identity describes the texts the same way.
+
+**Sizes** come from the loaders without embeddings: TinyHow's generator (``tinyhow.generate``, a few seconds; its
+noisy sets have the training split's rows), the release through ``data.load_noisywikihow`` when it is under
+``data_dir``, else the registry of ``noisywikihow.data`` (Table 3: 73,343 / 7,900 / 7,900 events, 158 classes, 50
+per class in val and test; the largest class's 2,585 training events, Fig. 1). Every noisy training set has the
+training split's rows (the release: one row per event).
+
+**Steps follow ``shared.methods``** for the settings of each run (``hparams.method_config``, as ``train_run``):
+an epoch is ``ceil(n / batch_size)`` batches (the last, partial batch kept; Co-teaching too, ``drop_last=False`` as
+the official code). ``Work.steps`` counts forward-backward passes of one batch through one network:
+
+- base, Mixup, Data Parameter, LDAM: one per batch; SR: ``sr_epochs`` (Tables 9/11: 20) epochs;
+- Co-teaching and CNLCU: two networks, each forward-backward on every batch: two per batch (CNLCU's per-sample
+  criteria, numpy KNN outliers on the CPU, are work without a torch step: counted, not priced);
+- SEAL: ``seal_rounds`` x ``seal_epochs`` epochs (the official 4 x 10), and after every epoch the softmax of the
+  whole training set (``ceil(n / 512)`` inference batches);
+- BBN: the conventional and the reversed batch both go through the trunk: two per batch (and per evaluation);
+- NCM / cRT / LWS: the base model's epochs (stage 1), then the frozen network over the training set once
+  (``ceil(n / 512)``), and for cRT / LWS ``retrain_epochs`` (Table 13: 5) epochs of head-only steps over
+  K x max_c N_c class-aware draws (observed labels; the real-noise sets keep the clean labels).
+
+Evaluation (``Method.evaluate`` after every epoch, network 1 only for the two-network methods): val, test and the
+test events of each source's classes, in batches of 512 (``predict_logits``), or of 100 for T5 writing its labels
+(a 5-beam search, ``GENERATIVE_BATCH``); the per-sample losses after ``loss_epoch`` are one more pass over the
+training set. The BiLSTM trains ``bilstm_epochs``.
+
+**Workloads.** An MLP or linear model on frozen features: ``tabular_mlp`` (d,) (MiniLM 384, TF-IDF 128), fp32 (no
+NoisywikiHow method autocasts it: every base-model step is clipped, through ``Method.step``). A PLM: ``text_encoder``
+(the checkpoint's name as arch, ``num_labels`` 158, or ``task: seq2seq`` for T5 writing its labels) at (128,)
+(``plm.MAX_LENGTH``; the full-length worst case of dynamic padding), bf16 when ``bf16`` is set and the run is on a GPU
+(``device`` cuda, or auto in the full profile). The BiLSTM: ``bilstm`` (not a family of ``shared.workloads`` yet;
+planned with a ``PendingWorkload`` until one is registered, and unpriced until then).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+from shared.cost import PlannedRun, Work
+from shared.errors import ConfigError, DataNotFoundError, unknown_choice
+
+EVAL_BATCH = 512  # shared.training.predict_logits' batch: Method.evaluate, per_sample_loss, SEAL's softmax, decoupling
+ENCODE_BATCH = 64  # shared.text.encoders.embed's default batch_size (noisywikihow.features does not set it)
+BILSTM_MAX_LENGTH = 128  # noisywikihow.bilstm.token_ids' max_length (padded to the longest text)
+BILSTM_HIDDEN = 32  # noisywikihow.bilstm.BiLSTMClassifier's units per direction
+TWO_PASS_METHODS = {"coteaching": "two networks, each a forward-backward pass of every batch",
+                    "cnlcu": "two networks, each a forward-backward pass of every batch",
+                    "bbn": "the conventional and the reversed batch both through the trunk"}
+DECOUPLED = ("ncm", "crt", "lws")
+
+
+def plan(notebook: str, cfg, params: dict) -> list[PlannedRun]:
+    """The runs ``notebook`` (a stem, "03_lnl_realworld") executes under its merged settings ``cfg`` and papermill
+    ``params`` (profile, data_dir, device, settings)."""
+    from noisywikihow.experiments import Training
+    from noisywikihow.grids import notebook_grids
+
+    params = params or {}
+    data_dir, device = params.get("data_dir"), params.get("device") or "auto"
+    profile = params.get("profile") or cfg.get("profile", "smoke")
+    training = Training.from_settings(cfg, device)
+    grids = notebook_grids(notebook, cfg, training)
+    bench = benchmark_sizes(cfg, data_dir)
+    gpu = on_gpu(device, profile)
+    runs: list[PlannedRun] = []
+    if notebook == "00_dataset_and_noise" or grids:  # every page loads the benchmark (00 directly, the others to train)
+        runs += noise_embedding_runs(cfg, bench)
+    for grid in grids:
+        features = features_of(bench, grid.encoder, grid.model, data_dir)
+        if features.embedding is not None:
+            runs.append(features.embedding)
+        specs = list(dict.fromkeys(grid.specs))  # run_grid trains duplicates once
+        if cfg.get("executor") and specs:  # the jobs read the features from the cache (run_grid's CACHE_DATA)
+            runs.append(data_run(features))
+        runs += [run_plan(features, spec, grid.training, bench, gpu) for spec in specs]
+    return runs
+
+
+# ------------------------------------------------------------------------------------------ the benchmark
+@dataclass(frozen=True)
+class BenchSizes:
+    """What a plan needs of the benchmark: ``key`` describes its data (for identities); split sizes; ``test_sources``
+    the test events per noise source (an evaluation set each, when non-empty); ``classes_present`` and
+    ``largest_class`` of the training labels (class-aware sampling draws their product per epoch); distinct texts
+    for MiniLM: ``pool_texts`` (TinyHow's training events and open-set pool; None for the release) and
+    ``all_texts`` (every split and noisy set: exact when the noisy sets are loaded, else an upper bound)."""
+
+    name: str
+    key: str
+    n_train: int
+    n_val: int
+    n_test: int
+    test_sources: tuple[tuple[str, int], ...]
+    num_classes: int
+    classes_present: int
+    largest_class: int
+    pool_texts: int | None
+    all_texts: int
+
+
+def benchmark_sizes(cfg, data_dir=None) -> BenchSizes:
+    """The benchmark the settings name (``dataset``), sized as the module docstring says."""
+    from noisywikihow.sources import DATASETS
+
+    if cfg.dataset == "tinyhow":
+        return _tinyhow_sizes(int(cfg.tinyhow_seed), str(cfg.noise_encoder))
+    if cfg.dataset == "noisywikihow":
+        return _release_sizes(None if data_dir is None else str(data_dir), bool(cfg.get("official_counts", True)))
+    raise unknown_choice("dataset", cfg.dataset, DATASETS)
+
+
+@lru_cache(maxsize=4)
+def _tinyhow_sizes(seed: int, noise_encoder: str) -> BenchSizes:
+    """TinyHow(seed) from its generator; the noisy sets (which need the noise encoder's vectors) are not made: they
+    have the training split's rows, and swap in at most ``_swaps`` open-set events."""
+    from noisywikihow.tinyhow import generate
+
+    bench, pool = generate(seed)
+    splits = {*bench.train.texts, *bench.val.texts, *bench.test.texts}
+    pool_distinct = len(set(pool.texts))
+    return _sizes_of(bench, _hash("tinyhow", seed, noise_encoder), len({*bench.train.texts, *pool.texts}),
+                     len(splits) + min(pool_distinct, _swaps(len(bench.train))))
+
+
+@lru_cache(maxsize=4)
+def _release_sizes(data_dir: str | None, official: bool) -> BenchSizes:
+    """The release under ``data_dir`` through its loader, or, when it is absent, the registry's sizes."""
+    from noisywikihow import data as release
+    from noisywikihow.features import benchmark_texts
+    from shared.paths import data_dir as resolve_data_dir
+
+    try:
+        bench = release.load_noisywikihow(data_dir, official=official)
+    except DataNotFoundError:
+        bench = None
+    if bench is not None:
+        return _sizes_of(bench, _hash("noisywikihow", bench.meta["path"]), None, len(set(benchmark_texts(bench)[0])))
+    n = release.OFFICIAL_SIZES
+    per_class = release.OFFICIAL_EVAL_PER_CLASS
+    sources = tuple((s, classes * per_class) for s, (classes, _) in release.TABLE3.items())
+    folder = str(Path(resolve_data_dir(data_dir)).resolve())
+    return BenchSizes("NoisywikiHow (registry sizes)", _hash("noisywikihow", folder), n["train"], n["val"], n["test"],
+                      sources, release.OFFICIAL_CLASSES, release.OFFICIAL_CLASSES, release.OFFICIAL_LARGEST_CLASS,
+                      None, sum(n.values()) + _swaps(n["train"]))
+
+
+def _sizes_of(bench, key: str, pool_texts: int | None, all_texts: int) -> BenchSizes:
+    import numpy as np
+
+    from noisywikihow.benchmark import SOURCES
+
+    test_source = bench.source[bench.test.labels]
+    counts = np.bincount(bench.train.labels, minlength=bench.num_classes)
+    return BenchSizes(bench.name, key, len(bench.train), len(bench.val), len(bench.test),
+                      tuple((s, int((test_source == s).sum())) for s in SOURCES), int(bench.num_classes),
+                      int((counts > 0).sum()), int(counts.max()), pool_texts, all_texts)
+
+
+def _swaps(n_train: int) -> int:
+    """An upper bound on the open-set events the real-noise sets swap in: round(t n) rows per ``mix_t`` and per
+    single-source set (``injection.add_noise``'s sets)."""
+    from noisywikihow.benchmark import LEVELS, SINGLE_SOURCE_FILES
+    from noisywikihow.injection import SINGLE_SOURCE_LEVEL
+
+    return sum(round(t * n_train) for t in LEVELS) + len(SINGLE_SOURCE_FILES) * round(SINGLE_SOURCE_LEVEL * n_train)
+
+
+# ------------------------------------------------------------------------------------------ features
+@dataclass(frozen=True)
+class Features:
+    """What the runs of one (encoder, model) read: the described ``fingerprint`` (see the module docstring), the
+    feature width of frozen features (None for token ids), and the embedding run that makes them (or None)."""
+
+    encoder: str
+    model: str
+    fingerprint: str
+    width: int | None
+    embedding: PlannedRun | None
+
+
+def features_of(bench: BenchSizes, encoder: str, model: str, data_dir=None) -> Features:
+    """``sources.encoded(bench, encoder, model=model)`` as a plan: the features and the embedding they need."""
+    from noisywikihow.experiments import MODELS
+    from noisywikihow.features import ENCODERS, TFIDF_DIM
+    from noisywikihow.plm import PLMS
+    from shared.paths import data_dir as resolve_data_dir
+    from shared.text.encoders import embedding_dim
+
+    if model not in MODELS:
+        raise unknown_choice("model", model, MODELS)
+    if model == "bilstm":
+        if encoder != "minilm":
+            raise ConfigError(f"the BiLSTM reads MiniLM's tokens and word embeddings: use encoder minilm, not {encoder!r}")
+        return Features(encoder, model, _hash("features", bench.key, "minilm-tokens"), None, None)
+    if encoder in PLMS:
+        if model != "plm":
+            raise ConfigError(f"model {model!r} cannot read {encoder!r} token ids: {MODELS[model]}")
+        folder = str(Path(resolve_data_dir(data_dir)).resolve())
+        return Features(encoder, model, _hash("features", bench.key, "plm", PLMS[encoder].hf_id, folder), None, None)
+    if encoder not in ENCODERS:
+        raise unknown_choice("encoder", encoder, [*ENCODERS, *PLMS])
+    if model == "plm":
+        raise ConfigError("model 'plm' fine-tunes the encoder: set encoder to a language model (noisywikihow.plm.PLMS)")
+    fingerprint = _hash("features", bench.key, encoder)
+    if encoder == "tfidf":  # fitted in seconds, not cached: no run
+        return Features(encoder, model, fingerprint, TFIDF_DIM, None)
+    embedding = embedding_run(_hash("benchmark texts", bench.key), bench.all_texts,
+                              f"MiniLM embeddings of {bench.name}'s splits and noisy sets")
+    return Features(encoder, model, fingerprint, embedding_dim(), embedding)
+
+
+def noise_embedding_runs(cfg, bench: BenchSizes) -> list[PlannedRun]:
+    """TinyHow's noise injection ranks neighbours with ``noise_encoder`` vectors of its training events and open-set
+    pool (``sources._tinyhow``): MiniLM's are cached; the release ships its noise."""
+    if cfg.dataset != "tinyhow" or cfg.noise_encoder != "minilm":
+        return []
+    return [embedding_run(_hash("tinyhow noise texts", int(cfg.tinyhow_seed)), bench.pool_texts,
+                          f"MiniLM embeddings of {bench.name}'s training events and open-set pool (noise injection)")]
+
+
+def embedding_run(texts_key: str, n: int, label: str) -> PlannedRun:
+    """``embed`` of ``n`` distinct texts: chunks of 1,024 in batches of 64 (``shared.text.encoders._encode``)."""
+    from shared.text import encoders
+
+    chunk = encoders._ENCODE_CHUNK
+    steps = (n // chunk) * math.ceil(chunk / ENCODE_BATCH) + math.ceil((n % chunk) / ENCODE_BATCH)
+    work = Work(workload("text_encoder", "all-minilm-l6-v2", "infer", ENCODE_BATCH, (_minilm_max_length(),), "fp32",
+                         {"task": "embed"}), steps, n, what="frozen all-MiniLM-L6-v2 sentence embeddings")
+    return PlannedRun(encoders.CACHE_KIND, _hash(encoders.CACHE_KIND, texts_key), f"{label} ({n:,} texts)", (work,))
+
+
+def data_run(features: Features) -> PlannedRun:
+    """``run_grid``'s ``CACHE_DATA`` entry of the features, which the executor's jobs read."""
+    from noisywikihow.experiments import CACHE_DATA, data_params, feature_data
+    from shared.cache import params_key
+
+    key = params_key(CACHE_DATA, data_params(features.fingerprint), _code(feature_data))
+    return PlannedRun(CACHE_DATA, key, f"{features.encoder} features for the jobs",
+                      (Work(None, 0, 0, what="features written to the cache"),))
+
+
+# ------------------------------------------------------------------------------------------ one run
+def run_plan(features: Features, spec, training, bench: BenchSizes, gpu: bool) -> PlannedRun:
+    """The run ``spec`` of ``run_grid(features, [spec], training)``: its cache identity and its steps."""
+    from noisywikihow.experiments import CACHE_KIND, run_key, train_run
+
+    identity = run_key(features.fingerprint, spec, training, _code(train_run))
+    work, epochs = run_work(features, spec, training, bench, gpu)
+    label = f"{spec.method} {spec.train_set} seed {spec.seed} ({spec.encoder} {spec.model}, {epochs} epochs)"
+    return PlannedRun(CACHE_KIND, identity, label, work)
+
+
+def run_work(features: Features, spec, training, bench: BenchSizes, gpu: bool) -> tuple[tuple[Work, ...], int]:
+    """(the steps of ``train_run(data, spec, training)``, its training epochs), as ``shared.methods`` takes them."""
+    from noisywikihow import hparams
+
+    if spec.model == "bilstm":
+        training = replace(training, epochs=training.bilstm_epochs)
+    if spec.generative(training) and spec.method != "base":
+        raise ConfigError(f"T5 writing its labels (t5_generative: true) trains with the base method only, as the official "
+                          f"code; set t5_generative: false to fine-tune T5 with a classification head for {spec.method!r}")
+    name, kwargs, epochs = hparams.method_config(spec.method, spec.kind, spec.level, training)
+    epochs = epochs or training.epochs
+    total = epochs * kwargs["rounds"] if name == "seal" else epochs  # SEAL: epochs per round
+    n, B = bench.n_train, training.batch_size
+    batches = math.ceil(n / B)
+    if name == "coteaching" and kwargs.get("drop_last", True) and n >= B:
+        batches = n // B
+    passes = 2 if name in TWO_PASS_METHODS else 1
+    generative = spec.generative(training)
+    train, infer, scoring = _workloads(features, spec, training, bench, gpu)
+    eval_batch = _generative_batch() if generative else EVAL_BATCH
+    eval_rows = [bench.n_val, bench.n_test, *(c for _, c in bench.test_sources if c)]
+    evaluations = total + ({"ncm": 1, "crt": kwargs.get("retrain_epochs", 0), "lws": kwargs.get("retrain_epochs", 0)}
+                           .get(name, 0))
+    eval_passes = 2 if name == "bbn" else 1  # BBN's inference feeds the input through both branches
+    what = TWO_PASS_METHODS.get(name, "one network")
+    work = [Work(train, passes * total * batches, passes * total * n,
+                 what=f"{spec.method} training, {total} epochs x {batches} batches of {B} ({what})"),
+            Work(infer, eval_passes * evaluations * sum(math.ceil(r / eval_batch) for r in eval_rows),
+                 eval_passes * evaluations * sum(eval_rows),
+                 what=f"evaluation after every epoch ({evaluations}): val, test and each source's test events")]
+    if training.loss_epoch - 1 < total:  # TrainSetup.log_losses_at: per-sample losses of the training set
+        work.append(Work(scoring, eval_passes * math.ceil(n / eval_batch), eval_passes * n,
+                         what=f"per-sample training losses after epoch {training.loss_epoch}"))
+    if name == "cnlcu":  # per batch and network: the loss history's KNN outliers and bounds, in numpy
+        work.append(Work(None, 0, 2 * total * n, what="CNLCU's per-sample selection criteria on the CPU"))
+    if name == "seal":  # the softmax of the whole training set after every epoch (the next round's soft labels)
+        work.append(Work(infer, total * math.ceil(n / EVAL_BATCH), total * n, what="SEAL's training-set softmax"))
+    if name in DECOUPLED:
+        work.append(Work(infer, math.ceil(n / EVAL_BATCH), n, what="stage 2: the frozen network over the training set"))
+        if name != "ncm":
+            draws = bench.classes_present * bench.largest_class  # ClassAwareSampler: K x max_c N_c rows per epoch
+            retrain = kwargs.get("retrain_epochs", 5)
+            head = _head_workload(features, spec, training, bench, name)
+            work.append(Work(head, retrain * math.ceil(draws / B), retrain * draws,
+                             what=f"stage 2: {retrain} epochs of the {'classifier' if name == 'crt' else 'class scales'}"
+                                  " on class-aware draws"))
+    return tuple(work), total
+
+
+def _workloads(features: Features, spec, training, bench: BenchSizes, gpu: bool):
+    """(train, infer, scoring) workloads of the run's network: scoring is a no-grad pass that is not an evaluation
+    (the per-sample losses): T5 writing its labels scores them teacher-forced, priced as T5 with a classification
+    head (an encoder and a decoder pass), not as its beam search."""
+    from noisywikihow.plm import MAX_LENGTH, PLMS
+
+    K, B = bench.num_classes, training.batch_size
+    if spec.model in ("mlp", "linear"):
+        hidden = tuple(training.hidden) if spec.model == "mlp" else ()
+        shape = (features.width,)
+        infer = workload("tabular_mlp", "mlp", "infer", EVAL_BATCH, shape, "fp32", {"hidden": hidden, "num_classes": K})
+        return (workload("tabular_mlp", "mlp", "train", B, shape, "fp32",
+                         {"hidden": hidden, "num_classes": K, "optimizer": "adamw"}), infer, infer)
+    if spec.model == "bilstm":
+        opts = {"embed_dim": _minilm_width(), "hidden": BILSTM_HIDDEN, "num_classes": K}
+        infer = workload("bilstm", "bilstm", "infer", EVAL_BATCH, (BILSTM_MAX_LENGTH,), "fp32", opts)
+        return workload("bilstm", "bilstm", "train", B, (BILSTM_MAX_LENGTH,), "fp32", opts), infer, infer
+    arch = PLMS[spec.encoder].hf_id.split("/")[-1]
+    precision = "bf16" if training.bf16 and gpu else "fp32"
+    if spec.generative(training):
+        opts = {"task": "seq2seq"}
+        return (workload("text_encoder", arch, "train", B, (MAX_LENGTH,), precision, opts),
+                workload("text_encoder", arch, "infer", _generative_batch(), (MAX_LENGTH,), precision, opts),
+                workload("text_encoder", arch, "infer", _generative_batch(), (MAX_LENGTH,), precision, {"num_labels": K}))
+    opts = {"num_labels": K}
+    infer = workload("text_encoder", arch, "infer", EVAL_BATCH, (MAX_LENGTH,), precision, opts)
+    return workload("text_encoder", arch, "train", B, (MAX_LENGTH,), precision, opts), infer, infer
+
+
+def _head_workload(features: Features, spec, training, bench: BenchSizes, name: str):
+    """cRT's linear classifier over the penultimate features, or LWS's class scales over the logits, stepped alone
+    on the frozen outputs (fp32: the head is called outside the network's autocast)."""
+    K = bench.num_classes
+    if name == "lws":
+        width = K
+    elif spec.model == "mlp":
+        width = tuple(training.hidden)[-1] if training.hidden else features.width
+    elif spec.model == "linear":
+        width = features.width
+    elif spec.model == "bilstm":
+        width = 2 * BILSTM_HIDDEN
+    else:
+        width = _plm_width(spec.encoder)
+    return workload("tabular_mlp", "mlp", "train", training.batch_size, (width,), "fp32",
+                    {"hidden": (), "num_classes": K, "optimizer": "adamw"})
+
+
+# ------------------------------------------------------------------------------------------ workloads
+@dataclass(frozen=True)
+class PendingWorkload:
+    """A workload of a family ``shared.workloads`` does not register yet (the BiLSTM): the same fields and key
+    format, so it is listed, and priced once the family exists."""
+
+    family: str
+    arch: str
+    phase: str
+    batch: int
+    shape: tuple[int, ...]
+    precision: str = "fp32"
+    options: tuple = ()
+
+    @property
+    def key(self) -> str:
+        head = f"{self.family}/{self.arch}/{self.phase}/b{self.batch}/{'x'.join(map(str, self.shape))}/{self.precision}"
+        return head + ("/" + ",".join(f"{k}={v}" for k, v in self.options) if self.options else "")
+
+
+def workload(family: str, arch: str, phase: str, batch: int, shape: tuple, precision: str, options=None):
+    """A ``shared.workloads.Workload``, or a ``PendingWorkload`` for a family it does not register."""
+    from shared import workloads
+
+    shape = tuple(int(s) for s in shape)
+    if family not in workloads.FAMILIES:
+        return PendingWorkload(family, arch, phase, int(batch), shape, precision, tuple(sorted((options or {}).items())))
+    return workloads.Workload(family, arch, phase, int(batch), shape, precision, dict(options or {}))
+
+
+def on_gpu(device: str, profile: str) -> bool:
+    """Whether the runs train on a GPU: ``device`` cuda, or auto in the full profile (the GPU it is priced for)."""
+    device = str(device)
+    return device.startswith("cuda") or (device == "auto" and profile == "full")
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def _hash(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=4)
+def _code(function) -> str:
+    """``code_fingerprint(function)``, once per plan process (it hashes the code's files)."""
+    from shared.cache import code_fingerprint
+
+    return code_fingerprint(function)
+
+
+def _generative_batch() -> int:
+    from shared.methods.base import GENERATIVE_BATCH
+
+    return GENERATIVE_BATCH
+
+
+@lru_cache(maxsize=1)
+def _minilm_max_length() -> int:
+    """MiniLM's ``max_seq_length`` (sentence-transformers truncates there; all-MiniLM-L6-v2: 256)."""
+    from shared.text.encoders import model_dir
+
+    try:
+        return int(json.loads((model_dir() / "sentence_bert_config.json").read_text()).get("max_seq_length", 256))
+    except (OSError, ValueError, DataNotFoundError):
+        return 256
+
+
+def _minilm_width() -> int:
+    from shared.text.encoders import embedding_dim
+
+    return embedding_dim()
+
+
+def _plm_width(encoder: str) -> int:
+    """The hidden size of a PLM (what its classification head reads), from ``shared.workloads.TEXT_MODELS``."""
+    from noisywikihow.plm import PLMS
+    from shared.workloads import TEXT_MODELS
+
+    sizes = TEXT_MODELS[PLMS[encoder].hf_id.split("/")[-1]].sizes
+    return int(sizes.get("hidden_size") or sizes.get("d_model") or sizes.get("n_embd"))
+
+
+__all__ = ["BenchSizes", "Features", "PendingWorkload", "benchmark_sizes", "data_run", "embedding_run", "features_of",
+           "noise_embedding_runs", "on_gpu", "plan", "run_plan", "run_work", "workload"]

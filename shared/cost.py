@@ -1,0 +1,380 @@
+"""What a batch of notebooks costs, before it runs: runs, steps, examples, FLOPs and hours per notebook and paper.
+
+    python -m shared.cost [PAPER ...] --profile full|rehearsal|smoke [-f params.yaml] [-p NAME VALUE] [--only STEM]
+                          [--device nvidia-h100] [--utilization 0.35] [--json PATH]
+
+**Plans come from the notebooks' own code.** Each paper declares ``plan(notebook, cfg, params)`` in
+``<paper>/cost.py`` (like ``<paper>/requirements.py`` for the preflight): it returns the ``PlannedRun`` of every
+run the notebook would execute under its merged settings ``cfg``, enumerated through the same grid, sweep and
+run-spec functions the notebook's page calls, so the plan and the notebook cannot disagree. A run is what
+``shared.runlog`` records when the notebook really executes (a cached artifact or a sweep's run folder) under the
+same ``kind``; the tests compare the planned and the recorded counts on the smoke and rehearsal profiles.
+
+**A run is priced from its steps.** ``Work`` is one kind of step repeated: a ``shared.workloads.Workload`` (model,
+phase, batch, input shape, precision) and how many steps of it the run takes. FLOPs per step are counted by
+``shared.workloads`` on the real architecture (``torch.utils.flop_counter``); seconds per step come from the
+device's calibration file (``shared/calibration/<device>.yaml``, written by ``python -m shared.gpu_check`` on that
+machine). A step measured there is *calibrated*; a workload the file lacks is *estimated* from its FLOPs at the
+device's stated peak times ``--utilization`` and labelled so; work without a torch step (scikit-learn fits,
+corruption generation, COCO evaluation) has no FLOPs and is counted, not priced, unless its planner gives its
+seconds on the reference machine (``cpu_s``).
+
+**The FLOP bound** is a paper's FLOPs at the device's bf16 dense peak: no implementation can be faster, and the
+projection over the bound says how far ours is from the hardware.
+
+**Runs shared between notebooks are paid once.** Notebooks of a paper reuse each other's cached runs (CILN's voter
+pools, a paper's training runs); the paper's total counts each run identity once, charged to the first notebook
+(in the runner's order) that plans it, as a cold batch would build it.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import yaml
+
+from shared.errors import ConfigError
+from shared.paths import REPO_ROOT
+
+CALIBRATION_DIR = REPO_ROOT / "shared" / "calibration"
+DEFAULT_UTILIZATION = 0.35  # of bf16 dense peak, for workloads a device has not measured: typical of small CNNs
+BOUND_UTILIZATION = 0.5     # the issue's yardstick: a paper within 3x of its FLOPs at 50 % of peak
+
+# Dense peak throughput (TFLOP/s) of devices a user may price for without a calibration file: vendors' data
+# sheets (SXM parts; bf16/fp16 tensor-core rates without sparsity, fp32 non-tensor).
+PEAK_TFLOPS = {
+    "nvidia-h200": {"bf16": 989.0, "fp32": 67.0},
+    "nvidia-h100": {"bf16": 989.0, "fp32": 67.0},
+    "nvidia-a100": {"bf16": 312.0, "fp32": 19.5},
+    "nvidia-v100": {"bf16": 125.0, "fp32": 15.7},  # fp16 tensor cores (V100 has no bf16)
+    "nvidia-l4": {"bf16": 121.0, "fp32": 30.3},
+    "nvidia-rtx-3090": {"bf16": 71.0, "fp32": 35.6},
+}
+
+
+@dataclass(frozen=True)
+class Work:
+    """``steps`` steps of ``workload`` (a ``shared.workloads.Workload``; None: CPU work without a torch step),
+    processing ``examples`` examples with ``views`` augmented views each (views are built on the CPU unless the
+    notebook builds them on the device)."""
+
+    workload: object | None
+    steps: int
+    examples: int = 0
+    views: int = 1
+    cpu_s: float | None = None  # seconds on the reference CPU, for work without a workload (None: not priced)
+    what: str = ""
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run a notebook executes: ``kind`` and ``identity`` as ``shared.runlog`` records it (the identity of
+    the same run planned by two notebooks is equal), a label for people, and its ``work``."""
+
+    kind: str
+    identity: str
+    label: str
+    work: tuple[Work, ...] = ()
+
+    @property
+    def steps(self) -> int:
+        return sum(w.steps for w in self.work if w.workload is not None)
+
+    @property
+    def examples(self) -> int:
+        return sum(w.examples for w in self.work)
+
+    @property
+    def views(self) -> int:
+        return sum(w.examples * w.views for w in self.work)
+
+
+Planner = Callable[[str, dict, dict], list[PlannedRun]]
+
+
+def paper_planner(paper: str) -> Planner | None:
+    """``<paper>.cost.plan``, or None for a paper that has not declared its plans."""
+    if importlib.util.find_spec(f"{paper}.cost") is None:
+        return None
+    return importlib.import_module(f"{paper}.cost").plan
+
+
+# -- calibration ------------------------------------------------------------------------------------------------
+@dataclass
+class Calibration:
+    """A device's measured steps (``shared/calibration/<slug>.yaml``) or, without a file, its peak alone."""
+
+    slug: str
+    peak_tflops: dict = field(default_factory=dict)
+    measured: dict = field(default_factory=dict)  # workload key -> {"step_s", "samples_per_s", ...}
+    source: str = ""
+
+    @classmethod
+    def load(cls, slug: str, directory: Path = CALIBRATION_DIR) -> "Calibration":
+        path = directory / f"{slug}.yaml"
+        if not path.exists():
+            if slug not in PEAK_TFLOPS:
+                known = sorted({p.stem for p in directory.glob("*.yaml")} | set(PEAK_TFLOPS))
+                raise ConfigError(f"no calibration for device {slug!r} ({path} is absent) and no known peak; choose "
+                                  f"from {', '.join(known)}, or measure it there with python -m shared.gpu_check")
+            return cls(slug, dict(PEAK_TFLOPS[slug]), {}, "data-sheet peak only")
+        data = yaml.safe_load(path.read_text()) or {}
+        measured = {w["key"]: w for w in data.get("workloads", []) if w.get("step_s")}
+        peak = dict(data.get("peak_tflops") or PEAK_TFLOPS.get(slug, {}))
+        return cls(slug, peak, measured, f"{path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}")
+
+    def step_seconds(self, workload, utilization: float) -> tuple[float | None, str]:
+        """(seconds per step, "calibrated" | "estimated" | "unpriced") for ``workload``."""
+        hit = self.measured.get(workload.key)
+        if hit is not None:
+            return float(hit["step_s"]), "calibrated"
+        flops = workload_flops(workload)
+        rate = self.peak_tflops.get("fp32" if workload.precision == "fp32" else "bf16")
+        if flops is None or not rate:
+            return None, "unpriced"
+        return flops / (rate * 1e12 * utilization), "estimated"
+
+
+def workload_flops(workload) -> float | None:
+    """Forward+backward FLOPs of one step (``shared.workloads``, cached); None where it cannot be counted."""
+    key = workload.key
+    if key not in _FLOPS:  # once per workload: a plan repeats one thousands of times (and says once why it is unpriced)
+        from shared import workloads
+
+        try:
+            _FLOPS[key] = float(workloads.flops(workload))
+        except Exception as e:  # noqa: BLE001  a workload whose FLOPs cannot be counted is shown unpriced, with why
+            print(f"note: {key} is not priced: its FLOPs could not be counted ({type(e).__name__}: {e})",
+                  file=sys.stderr)
+            _FLOPS[key] = None
+    return _FLOPS[key]
+
+
+_FLOPS: dict[str, float | None] = {}
+
+
+# -- pricing -----------------------------------------------------------------------------------------------------
+@dataclass
+class Priced:
+    """A notebook's plan, priced: totals over the runs it is charged for (first planned in the batch)."""
+
+    key: str
+    runs: int = 0          # runs it plans (shared ones included): what its record's run log should show
+    charged: int = 0       # runs charged to it (planned first here)
+    steps: int = 0
+    examples: int = 0
+    views: int = 0
+    flops: float = 0.0
+    seconds: float = 0.0
+    estimated_s: float = 0.0   # part of ``seconds`` estimated from FLOPs, not calibrated
+    unpriced: int = 0          # work items with neither a calibration nor FLOPs nor cpu_s
+    by_kind: dict = field(default_factory=dict)  # kind -> planned runs
+    seconds_by_kind: dict = field(default_factory=dict)  # kind -> seconds of the runs charged here
+
+    @property
+    def hours(self) -> float:
+        return self.seconds / 3600
+
+
+def price(plans: dict[str, list[PlannedRun]], calibration: Calibration, *,
+          utilization: float = DEFAULT_UTILIZATION) -> dict[str, Priced]:
+    """Price ``{notebook key: planned runs}`` (in batch order) on ``calibration``; shared runs are charged once."""
+    seen: set[tuple[str, str]] = set()
+    out = {}
+    for key, runs in plans.items():
+        p = Priced(key)
+        distinct = {}
+        for run in runs:
+            distinct.setdefault((run.kind, run.identity), run)
+        p.runs = len(distinct)
+        for (kind, _), run in distinct.items():
+            p.by_kind[kind] = p.by_kind.get(kind, 0) + 1
+        for ident, run in distinct.items():
+            if ident in seen:
+                continue
+            seen.add(ident)
+            p.charged += 1
+            before = p.seconds
+            for w in run.work:
+                p.examples += w.examples
+                p.views += w.examples * w.views
+                if w.workload is None:
+                    if w.cpu_s is None:
+                        p.unpriced += 1
+                    else:
+                        p.seconds += w.cpu_s
+                    continue
+                p.steps += w.steps
+                flops = workload_flops(w.workload)
+                if flops is not None:
+                    p.flops += flops * w.steps
+                step_s, how = calibration.step_seconds(w.workload, utilization)
+                if step_s is None:
+                    p.unpriced += 1
+                    continue
+                p.seconds += step_s * w.steps
+                if how == "estimated":
+                    p.estimated_s += step_s * w.steps
+            p.seconds_by_kind[run.kind] = p.seconds_by_kind.get(run.kind, 0.0) + p.seconds - before
+        out[key] = p
+    return out
+
+
+def flop_bound_hours(flops: float, peak_tflops: float, utilization: float = 1.0) -> float:
+    """Hours to do ``flops`` at ``utilization`` of ``peak_tflops``."""
+    return flops / (peak_tflops * 1e12 * utilization) / 3600 if peak_tflops else math.nan
+
+
+# -- plans of a batch ----------------------------------------------------------------------------------------------
+def plan_batch(jobs: Iterable[dict], profile: str) -> dict[str, list[PlannedRun]]:
+    """``{notebook key: planned runs}`` for the runner's planned jobs (``shared.run.plan_jobs``), in batch order.
+    A notebook of a paper without ``<paper>/cost.py`` plans nothing (and is listed as such)."""
+    from shared.profiles import notebook_settings
+
+    plans = {}
+    for job in jobs:
+        planner = paper_planner(job["paper"])
+        params = dict(job["parameters"])
+        settings = params.get("settings") or {}
+        if not isinstance(settings, dict):
+            raise ConfigError(f"{job['key']}: the settings parameter must be a mapping, got {settings!r}")
+        cfg = notebook_settings(job["paper"], job["notebook"], profile, settings)
+        plans[job["key"]] = [] if planner is None else list(planner(Path(job["notebook"]).stem, cfg, params))
+    return plans
+
+
+def batch_jobs(argv: list[str] | None, profile: str) -> list[dict]:
+    """The runner's jobs for the same papers, files and parameters as ``python -m shared.run`` would take."""
+    from shared.run import parse_args, plan_jobs
+
+    args = parse_args([*(argv or []), "--profile", profile])
+    return plan_jobs(args, profile, REPO_ROOT / "runs" / profile)
+
+
+# -- command line -------------------------------------------------------------------------------------------------
+def _fmt_count(x: float) -> str:
+    for unit, size in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= size:
+            return f"{x / size:.1f}{unit}"
+    return f"{x:.0f}"
+
+
+def _fmt_hours(h: float) -> str:
+    if math.isnan(h):
+        return "—"
+    return f"{h * 60:.1f} min" if h < 1 else f"{h:,.1f} h"
+
+
+def report_rows(priced: dict[str, Priced], calibration: Calibration, utilization: float) -> list[dict]:
+    """One row per notebook, then one per paper (``notebook`` = "all"), as plain values."""
+    rows = []
+    bf16 = calibration.peak_tflops.get("bf16", math.nan)
+    papers: dict[str, list[Priced]] = {}
+    for key, p in priced.items():
+        papers.setdefault(key.split("/")[0], []).append(p)
+        rows.append({"paper": key.split("/")[0], "notebook": key.split("/")[1].removesuffix(".ipynb"),
+                     "runs": p.runs, "charged": p.charged, "steps": p.steps, "examples": p.examples,
+                     "views": p.views, "flops": p.flops, "hours": p.hours, "estimated_hours": p.estimated_s / 3600,
+                     "unpriced": p.unpriced, "flop_bound_hours": flop_bound_hours(p.flops, bf16)})
+    for paper, ps in papers.items():
+        flops = sum(p.flops for p in ps)
+        rows.append({"paper": paper, "notebook": "all", "runs": sum(p.charged for p in ps),
+                     "charged": sum(p.charged for p in ps), "steps": sum(p.steps for p in ps),
+                     "examples": sum(p.examples for p in ps), "views": sum(p.views for p in ps), "flops": flops,
+                     "hours": sum(p.hours for p in ps), "estimated_hours": sum(p.estimated_s for p in ps) / 3600,
+                     "unpriced": sum(p.unpriced for p in ps), "flop_bound_hours": flop_bound_hours(flops, bf16),
+                     "bound_at_half_peak_hours": flop_bound_hours(flops, bf16, BOUND_UTILIZATION)})
+    return rows
+
+
+def print_report(rows: list[dict], calibration: Calibration, utilization: float, out=sys.stdout) -> None:
+    print(f"device {calibration.slug} ({calibration.source}); workloads it has not measured are estimated at "
+          f"{utilization:.0%} of its peak ({calibration.peak_tflops})", file=out)
+    header = f"{'notebook':<34}{'runs':>7}{'steps':>9}{'examples':>10}{'views':>9}{'FLOPs':>10}{'hours':>12}" \
+             f"{'of which est.':>14}{'unpriced':>9}{'FLOP bound':>12}"
+    print(header, file=out)
+    for r in rows:
+        name = f"{r['paper']}/{r['notebook']}" if r["notebook"] != "all" else f"{r['paper']} (all, shared once)"
+        print(f"{name:<34}{r['runs']:>7}{_fmt_count(r['steps']):>9}{_fmt_count(r['examples']):>10}"
+              f"{_fmt_count(r['views']):>9}{_fmt_count(r['flops']):>10}{_fmt_hours(r['hours']):>12}"
+              f"{_fmt_hours(r['estimated_hours']):>14}{r['unpriced']:>9}{_fmt_hours(r['flop_bound_hours']):>12}",
+              file=out)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m shared.cost", description=__doc__.split("\n\n")[0])
+    parser.add_argument("papers", nargs="*", metavar="PAPER")
+    parser.add_argument("--profile", default="full", help="smoke, full or rehearsal (the full profile with each "
+                        "paper's params/rehearsal.yaml)")
+    parser.add_argument("-f", "--file", action="append", default=[], help="YAML parameter file (repeatable)")
+    parser.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    parser.add_argument("--only", action="append", default=[], help="notebook stem pattern (repeatable)")
+    parser.add_argument("--device", default=None, help="calibration to price on (default: nvidia-h100 for the full "
+                        "profile, the committed CPU calibration otherwise)")
+    parser.add_argument("--utilization", type=float, default=DEFAULT_UTILIZATION,
+                        help="share of peak assumed for workloads the device has not measured")
+    parser.add_argument("--json", help="also write the rows as JSON here")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        profile = "full" if args.profile == "rehearsal" else args.profile
+        passthrough = [*args.papers]
+        for f in args.file:
+            passthrough += ["-f", f]
+        for name, value in args.param:
+            passthrough += ["-p", name, value]
+        for pattern in args.only:
+            passthrough += ["--only", pattern]
+        if args.profile == "rehearsal":
+            jobs = []
+            for paper in args.papers or _papers():
+                jobs += batch_jobs([*passthrough_for(paper, passthrough), "-f", f"{paper}/params/rehearsal.yaml"],
+                                   profile)
+        else:
+            jobs = batch_jobs(passthrough, profile)
+        plans = plan_batch(jobs, profile)
+        device = args.device or ("nvidia-h100" if args.profile == "full" else default_cpu_device())
+        calibration = Calibration.load(device)
+        rows = report_rows(price(plans, calibration, utilization=args.utilization), calibration, args.utilization)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print_report(rows, calibration, args.utilization)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def _papers() -> list[str]:
+    from shared.run import PAPERS
+
+    return list(PAPERS)
+
+
+def passthrough_for(paper: str, passthrough: list[str]) -> list[str]:
+    """The command-line arguments for one paper: ``passthrough`` without the other papers' names."""
+    papers = set(_papers())
+    return [paper, *(a for a in passthrough if a not in papers)]
+
+
+def default_cpu_device() -> str:
+    """The committed CPU calibration (the first ``cpu-*.yaml``), for pricing the smoke and rehearsal profiles."""
+    found = sorted(CALIBRATION_DIR.glob("cpu-*.yaml"))
+    if not found:
+        raise ConfigError(f"no CPU calibration in {CALIBRATION_DIR}; write one with python -m shared.gpu_check "
+                          "--device cpu")
+    return found[0].stem
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1388 @@
+"""The kinds of training and inference step the full profile runs, as one registry of *workloads*.
+
+A ``Workload`` names one step kind: a family (how the network is built and stepped), an architecture, the phase
+("train": forward, loss, backward, optimizer step; "infer": a no-grad forward), the batch size, the per-sample input
+shape, the precision and the family's options. ``shared.gpu_check`` times each of ``FULL_PROFILE_WORKLOADS`` on a
+device; ``shared.cost`` prices the full profile from those timings and from ``flops``.
+
+    w = Workload("cifar_resnet", "resnet32", "train", 256, (3, 32, 32), "fp32",
+                 {"optimizer": "adam", "augment": "weak_strong", "views": 2})
+    w.key        # 'cifar_resnet/resnet32/train/b256/3x32x32/fp32/augment=weak_strong,optimizer=adam,views=2'
+    Workload.from_key(w.key) == w                   # True; so is Workload.from_dict(w.to_dict()) == w
+    step = build(w, "cuda"); step(); step.samples   # one full step as the project runs it; rows it consumed (256)
+    flops(w)                                        # forward + backward FLOPs of one step, cached on disk
+
+**Key**: ``<family>/<arch>/<phase>/b<batch>/<d1>x<d2>.../<precision>[/<name>=<value>,...]``: options sorted by name,
+those equal to the family's default left out (so every workload has exactly one key); tuples are written
+``42:503:111``, booleans ``true``/``false``.
+
+**Families** (``FAMILIES``; one ``Family`` subclass each: ``build(workload, device) -> Step``):
+
+- ``cifar_resnet``: ``resnet20``, ``resnet32``, ``wrn28_10``, ``lenet5``, ``tiny_cnn`` (``shared.models.build_model``),
+  ``densenet_bc`` and ``digits_cnn`` (``plench.networks``) on (C, H, W) images (CIFAR (3, 32, 32), MNIST (1, 28, 28)). Training steps go
+  through ``shared.training.train_epoch`` (one batch) with ``amp_scaler`` for fp16, as CILN's voters and ERM; with
+  ``views``/``nograd``/a Plench ``augment`` they follow Plench's step instead: ``views`` forward-backward passes of
+  the batch (one per view: B x views images), ``nograd`` extra no-grad forwards (confidence refresh, momentum or
+  teacher encoders), the views built on the device by ``plench.augment`` (``PLENCH_IMAGE_PASSES`` per algorithm).
+- ``tabular_mlp``: ``shared.models.MLP`` (Plench's ``Linear(d, 500) -> ReLU -> Linear``, CILN's MNIST MLP and
+  its RTDL MLP on Adult's flattened embeddings) on (d,) features.
+- ``text_encoder``: transformers models built from configs written here with each named checkpoint's sizes
+  (``TEXT_MODELS``; nothing is downloaded): sequence or token classification, T5 writing labels (``seq2seq``, as
+  NoisywikiHow trains it; its ``infer`` is the 5-beam search), sentence embeddings (``embed``), on (L,) token ids.
+- ``vit_infer`` / ``vit_train``: timm ViTs at (3, S, S): DeiT3-Small (CILN's voter, fine-tuned with fp16 AMP and
+  inferred), the CLIP ViT-B/32 and B/16 image towers, SAM's ViT-H image encoder (Benchmark-N, 1024 px). Random
+  weights.
+- ``maskrcnn``: torchvision Mask R-CNN R50-FPN as ``benchmark_n.maskrcnn.build_model`` builds it (FrozenBN,
+  trainable_layers 3, 1000 RPN proposals), trained on synthetic boxes and masks at (3, H, W) (COCO: (3, 800, 1333)).
+
+**Bare GPU box.** This module and ``shared.gpu_check`` run with only Python, torch, torchvision, transformers, timm,
+numpy, pandas and pyyaml: nothing heavy is imported at module level, and a family imports only project modules whose
+imports stay inside that set (``shared.models``, ``shared.training``, ``shared.seeding``, ``plench.networks``,
+``plench.augment``); where the project's module needs more (``benchmark_n.maskrcnn``: pycocotools; CILN's DeiT:
+PIL pipelines and tqdm; RTDL: rtdl_revisiting_models) the same architecture is built here from
+torch/torchvision/timm.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from dataclasses import replace as _replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from shared.errors import ConfigError, unknown_choice
+
+PHASES = ("train", "infer")
+PRECISIONS = ("fp32", "bf16", "fp16")
+OPTIMIZERS = ("sgd", "sgd_nesterov", "adam", "adamw")  # shared.training.make_optimizer's names
+FLOPS_VERSION = 1  # bump when a family's step changes what FlopCounterMode sees (invalidates the FLOPs cache)
+FLOPS_CACHE_FILE = "workload-flops.json"
+_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")  # arch names and string option values: nothing the key grammar uses
+
+
+# ================================================================================================ workloads
+@dataclass(frozen=True)
+class Workload:
+    """One kind of step: ``batch`` samples of per-sample ``shape`` through ``family``'s ``arch``.
+
+    ``options`` may be given as a mapping or as (name, value) pairs; they are checked against the family's option
+    table (unknown names and bad values raise ConfigError naming the valid ones) and stored as sorted pairs without
+    the defaults. ``opts`` gives all of them, defaults included.
+    """
+
+    family: str
+    arch: str
+    phase: str
+    batch: int
+    shape: tuple[int, ...]
+    precision: str = "fp32"
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self):
+        fam = family(self.family)
+        if self.arch not in fam.archs:
+            raise unknown_choice(f"{self.family} arch", self.arch, fam.archs)
+        if self.phase not in fam.phases:
+            raise unknown_choice(f"{self.family} phase", self.phase, fam.phases)
+        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
+            raise ConfigError(f"batch must be an int >= 1, got {self.batch!r}")
+        shape = tuple(self.shape) if isinstance(self.shape, (list, tuple)) else None
+        if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape):
+            raise ConfigError(f"shape must be a non-empty tuple of positive ints, got {self.shape!r}")
+        if self.precision not in PRECISIONS:
+            raise unknown_choice("precision", self.precision, PRECISIONS)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "options", fam.normalize_options(self.options))
+        fam.check(self)
+
+    @property
+    def opts(self) -> dict[str, Any]:
+        """Every option of the family: the given ones over the defaults."""
+        return {**family(self.family).defaults(), **dict(self.options)}
+
+    @property
+    def key(self) -> str:
+        head = (f"{self.family}/{self.arch}/{self.phase}/b{self.batch}/{'x'.join(map(str, self.shape))}"
+                f"/{self.precision}")
+        if not self.options:
+            return head
+        return head + "/" + ",".join(f"{k}={_encode(v)}" for k, v in self.options)
+
+    def __str__(self) -> str:
+        return self.key
+
+    @classmethod
+    def from_key(cls, key: str) -> Workload:
+        """The workload of ``key`` (the ``key`` property's format); ConfigError naming the part that is wrong."""
+        parts = str(key).split("/")
+        if len(parts) not in (6, 7):
+            raise ConfigError(f"workload key {key!r} must be family/arch/phase/b<batch>/<shape>/<precision>"
+                              "[/<option>=<value>,...]")
+        fam_name, arch, phase, batch, shape, precision = parts[:6]
+        fam = family(fam_name)
+        if not re.fullmatch(r"b[1-9][0-9]*", batch):
+            raise ConfigError(f"workload key {key!r}: batch part {batch!r} must be b<int>, e.g. b256")
+        if not re.fullmatch(r"[1-9][0-9]*(x[1-9][0-9]*)*", shape):
+            raise ConfigError(f"workload key {key!r}: shape part {shape!r} must be ints joined by x, e.g. 3x32x32")
+        options = {}
+        if len(parts) == 7:
+            for item in parts[6].split(","):
+                name, sep, text = item.partition("=")
+                if not sep:
+                    raise ConfigError(f"workload key {key!r}: option {item!r} must be name=value")
+                if name not in fam.options:
+                    raise unknown_choice(f"{fam_name} option", name, fam.options)
+                options[name] = _decode(fam.options[name][0], text, key)
+        return cls(fam_name, arch, phase, int(batch[1:]), tuple(int(d) for d in shape.split("x")), precision,
+                   options)
+
+    def to_dict(self) -> dict:
+        """Plain types for YAML/JSON: shape as a list, options as a mapping (tuples as lists)."""
+        return {"family": self.family, "arch": self.arch, "phase": self.phase, "batch": self.batch,
+                "shape": list(self.shape), "precision": self.precision,
+                "options": {k: list(v) if isinstance(v, tuple) else v for k, v in self.options}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Workload:
+        missing = [k for k in ("family", "arch", "phase", "batch", "shape") if k not in d]
+        if missing:
+            raise ConfigError(f"a workload mapping needs {missing}; got keys {sorted(d)}")
+        return cls(d["family"], d["arch"], d["phase"], d["batch"], tuple(d["shape"]), d.get("precision", "fp32"),
+                   dict(d.get("options") or {}))
+
+    def replace(self, **changes) -> Workload:
+        """A copy with fields changed (``options`` replaces the given options, keeping the others)."""
+        if "options" in changes:
+            changes["options"] = {**dict(self.options), **dict(changes["options"])}
+        return _replace(self, **changes)
+
+
+def _encode(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ":".join(map(str, value))
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _decode(kind: type, text: str, key: str):
+    try:
+        if kind is bool:
+            if text not in ("true", "false"):
+                raise ValueError(text)
+            return text == "true"
+        if kind is tuple:
+            return tuple(int(p) for p in text.split(":")) if text else ()
+        return kind(text)
+    except ValueError:
+        raise ConfigError(f"workload key {key!r}: {text!r} is not a valid {kind.__name__}") from None
+
+
+# ================================================================================================ steps
+class Step:
+    """One step of a workload, ready to run: ``step()`` runs it (forward, loss, backward and optimizer step for
+    train; a no-grad forward for infer) exactly as the project's code does; ``samples`` is the rows (images,
+    sequences) it consumes; ``compute()`` is the forward (+ backward) alone on fixed inputs, what ``flops`` counts;
+    ``amp`` whether mixed precision is active (autocast runs on CUDA only, as in the project)."""
+
+    def __init__(self, run: Callable[[], Any], samples: int, *, compute: Callable[[], Any] | None = None,
+                 amp: bool = False, model=None):
+        self._run, self.samples, self.amp, self.model = run, int(samples), amp, model
+        self.compute = compute if compute is not None else run
+
+    def __call__(self):
+        return self._run()
+
+    def close(self) -> None:
+        """Drop the references to the model, data and optimizer (so the device memory can be freed)."""
+        self._run = self.compute = None
+        self.model = None
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _seed() -> None:
+    """The project's settings: ``shared.seeding.seed_everything`` (deterministic algorithms, no cuDNN autotuning),
+    so a step is timed the way the notebooks run it."""
+    from shared.seeding import seed_everything
+
+    seed_everything(0)
+
+
+def _amp_dtype(precision: str):
+    torch = _torch()
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+
+
+def _autocast(device, precision: str):
+    """bf16/fp16 autocast on CUDA (the project's mixed precision is CUDA-only); a no-op elsewhere and for fp32."""
+    if device.type != "cuda" or precision == "fp32":
+        return nullcontext()
+    return _torch().autocast("cuda", dtype=_amp_dtype(precision))
+
+
+def _scaler(device, precision: str):
+    """``shared.training.amp_scaler`` for fp16 (enabled on CUDA only), None otherwise."""
+    if precision != "fp16":
+        return None
+    from shared.training import amp_scaler
+
+    return amp_scaler(device)
+
+
+def _optimizer_step(optimizer, loss, scaler, clip: float | None = None, params=None) -> None:
+    """zero_grad, backward, optional gradient clipping and step, through ``scaler`` when it is enabled."""
+    torch = _torch()
+    optimizer.zero_grad(set_to_none=True)
+    if scaler is not None and scaler.is_enabled():
+        scaler.scale(loss).backward()
+        if clip is not None:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(params, clip)
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(params, clip)
+        optimizer.step()
+
+
+# ================================================================================================ families
+class Family:
+    """How one kind of network is built, stepped and counted (one subclass per family, registered in ``FAMILIES``).
+
+    Subclasses set ``name``, ``archs``, ``phases``, ``options`` (name -> (type, default); types int, float, bool,
+    str, tuple of ints) and ``choices`` (name -> valid values of a str option), and implement ``build``; ``check``
+    adds the family's own rules on a workload. ``meta_flops``: whether ``compute()`` runs on the meta device (FLOPs
+    without memory or time); otherwise FLOPs are counted on a real device at ``flops_batch`` and scaled.
+    """
+
+    name: ClassVar[str] = ""
+    archs: ClassVar[tuple[str, ...]] = ()
+    phases: ClassVar[tuple[str, ...]] = PHASES
+    options: ClassVar[dict[str, tuple[type, Any]]] = {}
+    choices: ClassVar[dict[str, tuple]] = {}
+    meta_flops: ClassVar[bool] = True
+    flops_batch: ClassVar[int] = 8
+
+    def defaults(self) -> dict[str, Any]:
+        return {k: default for k, (_, default) in self.options.items()}
+
+    def normalize_options(self, options) -> tuple[tuple[str, Any], ...]:
+        given = dict(options.items() if isinstance(options, Mapping) else options or ())
+        out = {}
+        for name, value in given.items():
+            if name not in self.options:
+                raise unknown_choice(f"{self.name} option", name, self.options)
+            kind, default = self.options[name]
+            value = self._coerce(name, kind, value)
+            if value != default:
+                out[name] = value
+        return tuple(sorted(out.items()))
+
+    def _coerce(self, name: str, kind: type, value):
+        bad = ConfigError(f"{self.name} option {name} must be a{'n' if kind is int else ''} {kind.__name__}"
+                          f"{' of ints' if kind is tuple else ''}, got {value!r}")
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise bad
+        elif kind is int:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise bad
+        elif kind is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise bad
+            value = float(value)
+        elif kind is tuple:
+            if not isinstance(value, (list, tuple)) or any(
+                    isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
+                raise bad
+            value = tuple(value)
+        elif kind is str:
+            if not isinstance(value, str) or not _NAME.match(value):
+                raise bad
+            if name in self.choices and value not in self.choices[name]:
+                raise unknown_choice(f"{self.name} {name}", value, self.choices[name])
+        return value
+
+    def check(self, w: Workload) -> None:
+        """Family rules beyond the option table (shape rank, options that only make sense together)."""
+
+    def build(self, w: Workload, device) -> Step:
+        raise NotImplementedError
+
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register(cls: type[Family]) -> type[Family]:
+    FAMILIES[cls.name] = cls()
+    return cls
+
+
+def family(name: str) -> Family:
+    """The registered family ``name``; ConfigError listing the valid ones."""
+    if name not in FAMILIES:
+        raise unknown_choice("workload family", name, FAMILIES)
+    return FAMILIES[name]
+
+
+def build(w: Workload, device="cpu") -> Step:
+    """``w``'s step on ``device`` ("cpu", "cuda", "cuda:1", "meta" or a torch.device)."""
+    torch = _torch()
+    return family(w.family).build(w, torch.device(device))
+
+
+def _need_shape(w: Workload, rank: int, what: str) -> None:
+    if len(w.shape) != rank:
+        raise ConfigError(f"{w.family} workloads take {what}, got shape {w.shape}")
+
+
+# ------------------------------------------------------------------------------------------------ CIFAR networks
+_PLENCH_AUGMENTS = {"weak": ("weak",), "weak_strong": ("weak", "strong"),
+                    "weak_strong_distill": ("weak", "strong", "distill")}
+
+
+@register
+class CifarResNet(Family):
+    """Image classifiers on small images (C, H, W), trained with SGD/Adam on normalised float tensors.
+
+    Options: ``num_classes``; ``optimizer`` (``shared.training.make_optimizer``); ``augment``: "none",
+    "crop_flip" (``shared.training.random_crop_flip``, CILN) or Plench's device views "weak", "weak_strong",
+    "weak_strong_distill" (``plench.augment``; the batch's uint8 images live on the device, as ``plench.protocol``
+    keeps them); ``views``: forward-backward passes of the batch per step; ``nograd``: extra no-grad forwards of the
+    batch; ``channels_last``: the model and inputs in channels-last memory format; ``width``: the smoke profiles'
+    ``tiny_cnn``'s first width (its other archs have fixed widths).
+    """
+
+    name = "cifar_resnet"
+    archs = ("resnet20", "resnet32", "wrn28_10", "densenet_bc", "lenet5", "tiny_cnn", "digits_cnn")
+    options: ClassVar[dict[str, tuple[type, Any]]] = {
+        "num_classes": (int, 10), "optimizer": (str, "sgd"), "augment": (str, "none"), "views": (int, 1),
+        "nograd": (int, 0), "channels_last": (bool, False), "width": (int, 16)}
+    choices: ClassVar[dict[str, tuple]] = {"optimizer": OPTIMIZERS, "augment": ("none", "crop_flip", *_PLENCH_AUGMENTS)}
+    flops_batch = 8
+
+    def check(self, w: Workload) -> None:
+        _need_shape(w, 3, "images (C, H, W)")
+        o = w.opts
+        if o["views"] < 1:
+            raise ConfigError(f"{w.key}: views must be >= 1")
+        if w.phase == "infer" and (o["views"] != 1 or o["nograd"] or o["augment"] != "none"):
+            raise ConfigError(f"{w.key}: views, nograd and augment describe training steps; an infer workload "
+                              "takes none of them")
+        if o["augment"] in _PLENCH_AUGMENTS and w.shape[0] != 3 and w.shape[1] != 8:
+            raise ConfigError(f"{w.key}: Plench's image views are for RGB images (3, H, W) or its 8x8 digits")
+        if "width" in dict(w.options) and w.arch != "tiny_cnn":
+            raise ConfigError(f"{w.key}: width is tiny_cnn's option; {w.arch} has fixed widths")
+
+    @staticmethod
+    def model(w: Workload):
+        """The network (on the current default device): shared.models, or Plench's featurizer + linear head."""
+        torch = _torch()
+        k = w.opts["num_classes"]
+        if w.arch in ("densenet_bc", "digits_cnn"):
+            # featurizer + nn.Linear classifier, as plench.algorithms.base builds it
+            from plench import networks
+
+            feat = networks.featurizer(w.arch, w.shape)
+            return torch.nn.Sequential(feat, torch.nn.Linear(feat.n_outputs, k))
+        from shared.models import build_model
+
+        return build_model(w.arch, w.shape, k, **({"width": w.opts["width"]} if w.arch == "tiny_cnn" else {}))
+
+    def build(self, w: Workload, device) -> Step:
+        torch = _torch()
+        F = torch.nn.functional
+        from shared.training import (
+            make_optimizer,
+            predict_logits,
+            random_crop_flip,
+            train_epoch,
+        )
+
+        _seed()
+        o = w.opts
+        with torch.device(device):
+            model = self.model(w)
+        fmt = torch.channels_last if o["channels_last"] else torch.contiguous_format
+        model = model.to(memory_format=fmt)
+        amp = device.type == "cuda" and w.precision != "fp32"
+
+        def compute():
+            x = torch.randn(w.batch, *w.shape, device=device).contiguous(memory_format=fmt)
+            if w.phase == "infer":
+                model.eval()
+                with torch.no_grad(), _autocast(device, w.precision):
+                    return model(x)
+            model.train()
+            y = torch.randint(0, o["num_classes"], (w.batch,), device=device)
+            with _autocast(device, w.precision):
+                loss = sum(F.cross_entropy(model(x).float(), y) for _ in range(o["views"]))
+            loss.backward()
+            if o["nograd"]:
+                with torch.no_grad(), _autocast(device, w.precision):
+                    for _ in range(o["nograd"]):
+                        model(x)
+
+        if device.type == "meta":
+            return Step(compute, w.batch, compute=compute, amp=amp, model=model)
+        if w.phase == "infer":
+            model.eval()
+            X = torch.randn(w.batch, *w.shape).contiguous(memory_format=fmt)  # on the CPU, as predict_proba's input
+
+            def infer():
+                with _autocast(device, w.precision):
+                    return predict_logits(model, X, batch_size=w.batch)
+
+            return Step(infer, w.batch, compute=compute, amp=amp, model=model)
+
+        lr = 0.1 if o["optimizer"].startswith("sgd") else 1e-3
+        opt = make_optimizer(model, o["optimizer"], lr, weight_decay=5e-4 if lr == 0.1 else 1e-4)
+        scaler = _scaler(device, w.precision)
+        gen = torch.Generator().manual_seed(0)
+        targets = torch.randint(0, o["num_classes"], (w.batch,), generator=gen)
+        plain = o["views"] == 1 and not o["nograd"] and o["augment"] in ("none", "crop_flip") and w.precision != "bf16"
+        if plain:
+            # the project's own loop (CILN's voters, shared.methods' ERM): X on the CPU, one batch = one step
+            X = torch.randn(w.batch, *w.shape)
+            augment = random_crop_flip if o["augment"] == "crop_flip" else None
+
+            def train():
+                return train_epoch(model, X, targets, opt, batch_size=w.batch, generator=gen, augment=augment,
+                                   scaler=scaler)
+
+            return Step(train, w.batch, compute=compute, amp=amp, model=model)
+
+        if o["augment"] in _PLENCH_AUGMENTS:
+            from plench.augment import views_for
+
+            recipe, names = views_for("image", w.shape[1]), _PLENCH_AUGMENTS[o["augment"]]
+            # Plench keeps the split's uint8 images (n, H, W, C) on the device and builds each view there
+            raw = torch.randint(0, 256, (w.batch, w.shape[1], w.shape[2], w.shape[0]), dtype=torch.uint8,
+                                generator=gen).to(device)
+
+            def make_views(idx):
+                batch = raw[idx.to(device)]
+                return [getattr(recipe, n)(batch, generator=gen).contiguous(memory_format=fmt) for n in names]
+        else:
+            X = torch.randn(w.batch, *w.shape)
+
+            def make_views(idx):
+                xb = X[idx].to(device, non_blocking=True)
+                return [random_crop_flip(xb, gen) if o["augment"] == "crop_flip" else xb]
+        y_dev = targets.to(device)
+
+        def train():
+            model.train()
+            idx = torch.randperm(w.batch, generator=gen)
+            xs, yb = make_views(idx), y_dev[idx.to(device)]
+            with _autocast(device, w.precision):
+                loss = sum(F.cross_entropy(model(xs[i % len(xs)]).float(), yb) for i in range(o["views"]))
+            _optimizer_step(opt, loss, scaler)
+            if o["nograd"]:
+                with torch.no_grad(), _autocast(device, w.precision):
+                    for i in range(o["nograd"]):
+                        model(xs[i % len(xs)])
+            return float(loss.detach())  # Plench's Algorithm.step returns the float (a device sync per step)
+
+        return Step(train, w.batch, compute=compute, amp=amp, model=model)
+
+
+# ------------------------------------------------------------------------------------------------ tabular MLPs
+@register
+class TabularMLP(Family):
+    """``shared.models.MLP``: Flatten -> (Linear -> ReLU -> Dropout) per ``hidden`` width -> Linear, on features of
+    any shape (flattened: d = prod(shape)), trained through ``shared.training.train_epoch`` with the features on the
+    device (Plench's run data). Forward FLOPs: 2 B (d h1 + h1 h2 + ... + hk K)."""
+
+    name = "tabular_mlp"
+    archs = ("mlp",)
+    options: ClassVar[dict[str, tuple[type, Any]]] = {"hidden": (tuple, (500,)), "num_classes": (int, 10), "dropout": (float, 0.0),
+               "optimizer": (str, "adam")}
+    choices: ClassVar[dict[str, tuple]] = {"optimizer": OPTIMIZERS}
+    flops_batch = 64
+
+    def build(self, w: Workload, device) -> Step:
+        torch = _torch()
+        from shared.models import MLP
+        from shared.training import make_optimizer, predict_logits, train_epoch
+
+        _seed()
+        o = w.opts
+        with torch.device(device):
+            model = MLP(math.prod(w.shape), o["num_classes"], hidden=o["hidden"], dropout=o["dropout"])
+        amp = device.type == "cuda" and w.precision != "fp32"
+
+        def compute():
+            x = torch.randn(w.batch, *w.shape, device=device)
+            if w.phase == "infer":
+                model.eval()
+                with torch.no_grad(), _autocast(device, w.precision):
+                    return model(x)
+            model.train()
+            with _autocast(device, w.precision):
+                out = model(x)
+            torch.nn.functional.cross_entropy(out.float(), torch.zeros(w.batch, dtype=torch.long, device=device)
+                                              ).backward()
+
+        if device.type == "meta":
+            return Step(compute, w.batch, compute=compute, amp=amp, model=model)
+        gen = torch.Generator().manual_seed(0)
+        X = torch.randn(w.batch, *w.shape, generator=gen).to(device)
+        if w.phase == "infer":
+            model.eval()
+
+            def infer():
+                with _autocast(device, w.precision):
+                    return predict_logits(model, X, batch_size=w.batch)
+
+            return Step(infer, w.batch, compute=compute, amp=amp, model=model)
+        opt = make_optimizer(model, o["optimizer"], 1e-3, weight_decay=1e-4)
+        scaler = _scaler(device, w.precision)
+        y = torch.randint(0, o["num_classes"], (w.batch,), generator=gen).to(device)
+        if w.precision == "bf16":  # train_epoch's AMP is fp16 + GradScaler; bf16 autocast around the same step
+            def train():
+                model.train()
+                with _autocast(device, w.precision):
+                    loss = torch.nn.functional.cross_entropy(model(X).float(), y)
+                _optimizer_step(opt, loss, None)
+                return float(loss.detach())
+        else:
+            def train():
+                return train_epoch(model, X, y, opt, batch_size=w.batch, generator=gen, scaler=scaler)
+
+        return Step(train, w.batch, compute=compute, amp=amp, model=model)
+
+
+# ------------------------------------------------------------------------------------------------ text models
+@dataclass(frozen=True)
+class TextModel:
+    """A pre-trained language model's architecture: its hub id (documentation only: nothing is downloaded), its
+    transformers ``model_type`` and the config sizes of the checkpoint; ``params_m`` the published parameter count
+    in millions (the base model without a task head; the test checks the config against it)."""
+
+    hub: str
+    model_type: str
+    sizes: dict = field(default_factory=dict)
+    params_m: float | None = None
+
+
+_DEBERTA_V3 = {"vocab_size": 128100, "max_position_embeddings": 512, "relative_attention": True,
+               "position_buckets": 256, "norm_rel_ebd": "layer_norm", "share_att_key": True,
+               "pos_att_type": ["p2c", "c2p"], "position_biased_input": False, "type_vocab_size": 0,
+               "max_relative_positions": -1, "layer_norm_eps": 1e-7, "hidden_act": "gelu"}
+_BERT = {"max_position_embeddings": 512, "type_vocab_size": 2, "hidden_act": "gelu"}
+_ROBERTA = {"vocab_size": 50265, "max_position_embeddings": 514, "type_vocab_size": 1, "pad_token_id": 1,
+            "bos_token_id": 0, "eos_token_id": 2, "layer_norm_eps": 1e-5}
+
+
+def _layers(hidden: int, layers: int, heads: int, ffn: int) -> dict:
+    """BERT-style size names."""
+    return {"hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads, "intermediate_size": ffn}
+
+
+def _xlnet(d: int, layers: int, heads: int, ffn: int) -> dict:
+    return {"vocab_size": 32000, "d_model": d, "n_layer": layers, "n_head": heads, "d_inner": ffn,
+            "ff_activation": "gelu"}
+
+
+def _bart(d: int, layers: int, heads: int, ffn: int) -> dict:
+    return {"vocab_size": 50265, "d_model": d, "encoder_layers": layers, "decoder_layers": layers,
+            "encoder_attention_heads": heads, "decoder_attention_heads": heads, "encoder_ffn_dim": ffn,
+            "decoder_ffn_dim": ffn, "max_position_embeddings": 1024}
+
+
+def _t5(d: int, layers: int, heads: int, ffn: int) -> dict:
+    return {"vocab_size": 32128, "d_model": d, "d_kv": 64, "d_ff": ffn, "num_layers": layers,
+            "num_decoder_layers": layers, "num_heads": heads, "pad_token_id": 0, "eos_token_id": 1,
+            "decoder_start_token_id": 0}
+
+
+TEXT_MODELS: dict[str, TextModel] = {
+    # LNLFN (lnlfn/profiles.yaml: the paper's model survey and its DeBERTa-v3-base)
+    "deberta-v3-xsmall": TextModel("microsoft/deberta-v3-xsmall", "deberta-v2",
+                                   {**_DEBERTA_V3, **_layers(384, 12, 6, 1536)}, 70.7),
+    "deberta-v3-small": TextModel("microsoft/deberta-v3-small", "deberta-v2",
+                                  {**_DEBERTA_V3, **_layers(768, 6, 12, 3072)}, 141.0),
+    "deberta-v3-base": TextModel("microsoft/deberta-v3-base", "deberta-v2",
+                                 {**_DEBERTA_V3, **_layers(768, 12, 12, 3072)}, 184.0),
+    "deberta-v3-large": TextModel("microsoft/deberta-v3-large", "deberta-v2",
+                                  {**_DEBERTA_V3, **_layers(1024, 24, 16, 4096)}, 435.0),
+    "bert-base-cased": TextModel("bert-base-cased", "bert",
+                                 {**_BERT, "vocab_size": 28996, **_layers(768, 12, 12, 3072)}, 108.0),
+    "bert-large-cased": TextModel("bert-large-cased", "bert",
+                                  {**_BERT, "vocab_size": 28996, **_layers(1024, 24, 16, 4096)}, 334.0),
+    "roberta-base": TextModel("roberta-base", "roberta", {**_ROBERTA, **_layers(768, 12, 12, 3072)}, 125.0),
+    "roberta-large": TextModel("roberta-large", "roberta", {**_ROBERTA, **_layers(1024, 24, 16, 4096)}, 355.0),
+    "xlnet-base-cased": TextModel("xlnet-base-cased", "xlnet", _xlnet(768, 12, 12, 3072), 117.0),
+    "xlnet-large-cased": TextModel("xlnet-large-cased", "xlnet", _xlnet(1024, 24, 16, 4096), 360.0),
+    # NoisywikiHow (noisywikihow/plm.py PLMS); the large BART and T5 for comparison
+    "bert-base-uncased": TextModel("bert-base-uncased", "bert",
+                                   {**_BERT, "vocab_size": 30522, **_layers(768, 12, 12, 3072)}, 110.0),
+    "gpt2": TextModel("gpt2", "gpt2", {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12,
+                                       "n_head": 12, "pad_token_id": 50256}, 124.0),
+    "albert-base-v2": TextModel("albert-base-v2", "albert", {**_BERT, "vocab_size": 30000, "embedding_size": 128,
+                                                             "hidden_act": "gelu_new", **_layers(768, 12, 12, 3072)},
+                                11.7),
+    "bart-base": TextModel("facebook/bart-base", "bart", _bart(768, 6, 12, 3072), 139.4),
+    "bart-large": TextModel("facebook/bart-large", "bart", _bart(1024, 12, 16, 4096), 406.3),
+    "t5-base": TextModel("t5-base", "t5", _t5(768, 12, 12, 3072), 222.9),
+    "t5-large": TextModel("t5-large", "t5", _t5(1024, 24, 16, 4096), 737.7),
+    # the frozen sentence encoder of the smoke profiles and of NoisywikiHow's noise injection
+    "all-minilm-l6-v2": TextModel("sentence-transformers/all-MiniLM-L6-v2", "bert",
+                                  {**_BERT, "vocab_size": 30522, **_layers(384, 6, 12, 1536)}, 22.7),
+}
+
+#: NoisywikiHow's T5 evaluation (noisywikihow.plm.GENERATION): 5 beams returned, at most 15 decoder tokens
+T5_GENERATION = {"num_beams": 5, "num_return_sequences": 5, "max_length": 15, "length_penalty": 1.0,
+                 "early_stopping": False, "do_sample": False}
+_TEXT_TASKS = ("sequence", "token", "seq2seq", "embed")
+
+
+def text_config(arch: str, num_labels: int | None = None, use_cache: bool = False):
+    """The transformers config of ``TEXT_MODELS[arch]`` (with ``num_labels`` outputs for a classification head).
+    Key/value caches serve generation only: off unless ``use_cache`` (T5's beam search keeps its checkpoint's
+    default, on; its training passes ``use_cache=False``, as ``noisywikihow.plm.LabelGenerator.loss``)."""
+    from transformers import AutoConfig
+
+    spec = TEXT_MODELS[arch]
+    extra = {"num_labels": num_labels} if num_labels is not None else {}
+    config = AutoConfig.for_model(spec.model_type, **spec.sizes, **extra)
+    if hasattr(config, "use_cache"):
+        config.use_cache = use_cache
+    if spec.model_type == "xlnet":
+        config.use_mems_eval = False
+    return config
+
+
+def text_model(arch: str, task: str = "sequence", num_labels: int = 2):
+    """A randomly initialised transformers model of ``arch`` for ``task`` on the current default device:
+    "sequence"/"token" classification heads of ``num_labels``, "seq2seq" (its language-model head: T5 writing
+    labels) or "embed" (the bare encoder)."""
+    import transformers
+    from transformers.utils import logging
+
+    auto = {"sequence": transformers.AutoModelForSequenceClassification,
+            "token": transformers.AutoModelForTokenClassification,
+            "seq2seq": transformers.AutoModelForSeq2SeqLM, "embed": transformers.AutoModel}[task]
+    config = text_config(arch, num_labels if task in ("sequence", "token") else None, use_cache=task == "seq2seq")
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()  # no "some weights are newly initialised" reports
+    try:
+        return auto.from_config(config)
+    finally:
+        logging.set_verbosity(level)
+
+
+@register
+class TextEncoder(Family):
+    """Fine-tuning steps and inference of the language models (inputs: (L,) token ids, every row L tokens long:
+    the full-length worst case of the projects' dynamic padding).
+
+    Train, as ``lnlfn.finetune._train`` (and NoisywikiHow's ``Method.step`` with ``TextClassifier``): token ids
+    moved to the device, forward under bf16 autocast on CUDA when asked, cross-entropy on float logits (T5
+    ``seq2seq``: its own loss on ``label_len``-token targets), backward, gradient clipping at 1.0, AdamW (weight
+    decay on matrices only), zero_grad. Infer: eval mode, no grad, softmax on the CPU (``lnlfn.finetune._predict``);
+    ``seq2seq``: the 5-beam search of NoisywikiHow's T5 evaluation; ``embed``: mean-pooled, L2-normalised states
+    (sentence-transformers' MiniLM).
+    """
+
+    name = "text_encoder"
+    archs = tuple(TEXT_MODELS)
+    options: ClassVar[dict[str, tuple[type, Any]]] = {"num_labels": (int, 2), "task": (str, "sequence"), "label_len": (int, 15)}
+    choices: ClassVar[dict[str, tuple]] = {"task": _TEXT_TASKS}
+    flops_batch = 2
+
+    def check(self, w: Workload) -> None:
+        _need_shape(w, 1, "token sequences (L,)")
+        o, kind = w.opts, TEXT_MODELS[w.arch].model_type
+        if o["task"] == "seq2seq" and kind != "t5":
+            raise ConfigError(f"{w.key}: task seq2seq (writing the label) is T5's, as NoisywikiHow trains it")
+        if o["task"] == "embed" and w.phase != "infer":
+            raise ConfigError(f"{w.key}: task embed is a frozen encoder's inference (phase infer)")
+        if o["task"] != "seq2seq" and "label_len" in dict(w.options):
+            raise ConfigError(f"{w.key}: label_len is the length of T5's written labels (task seq2seq)")
+        if o["task"] in ("sequence", "token") and o["num_labels"] < 2:
+            raise ConfigError(f"{w.key}: num_labels must be >= 2")
+        limit = TEXT_MODELS[w.arch].sizes.get("max_position_embeddings", TEXT_MODELS[w.arch].sizes.get("n_positions"))
+        if limit is not None and w.shape[0] > limit - 2:
+            raise ConfigError(f"{w.key}: {w.arch} takes at most {limit - 2} tokens")
+
+    def build(self, w: Workload, device) -> Step:
+        torch = _torch()
+        F = torch.nn.functional
+        _seed()
+        o = w.opts
+        with torch.device(device):
+            model = text_model(w.arch, o["task"], o["num_labels"])
+        config = model.config
+        L, task, K = w.shape[0], o["task"], o["num_labels"]
+        gen = torch.Generator().manual_seed(0)
+        # ids above every special token, the eos (BART, T5, RoBERTa) last in each row: the sequence heads of BART and
+        # T5 read the state at the single </s>
+        eos = getattr(config, "eos_token_id", None)
+
+        def token_ids(n: int, length: int, where):
+            if where.type == "meta":
+                return torch.zeros(n, length, dtype=torch.long, device=where)
+            ids = torch.randint(1000, config.vocab_size - 10, (n, length), generator=gen)
+            if eos is not None:
+                ids[:, -1] = eos
+            return ids.to(where)
+
+        def inputs(n: int, where) -> dict:
+            ids = token_ids(n, L, where)
+            return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+        def labels(n: int, where):
+            if task == "seq2seq":
+                return token_ids(n, o["label_len"], where)
+            size = (n, L) if task == "token" else (n,)
+            return (torch.zeros(size, dtype=torch.long, device=where) if where.type == "meta"
+                    else torch.randint(0, K, size, generator=gen).to(where))
+
+        def loss_of(batch: dict, target):
+            with _autocast(device, w.precision):
+                if task == "seq2seq":
+                    return model(**batch, labels=target, use_cache=False).loss.float()
+                logits = model(**batch).logits
+            return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1))
+
+        def infer_on(batch: dict):
+            with torch.no_grad(), _autocast(device, w.precision):
+                if task == "seq2seq":
+                    return model.generate(**batch, **T5_GENERATION)
+                if task == "embed":
+                    states = model(**batch).last_hidden_state
+                    mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)
+                    return F.normalize((states * mask).sum(1) / mask.sum(1), dim=-1).float().cpu()
+                return torch.softmax(model(**batch).logits.double(), dim=-1).cpu()
+
+        def compute():
+            batch = inputs(w.batch, device)
+            if w.phase == "infer":
+                model.eval()
+                return infer_on(batch)
+            model.train()
+            loss_of(batch, labels(w.batch, device)).backward()
+
+        amp = device.type == "cuda" and w.precision != "fp32"
+        if device.type == "meta":
+            return Step(compute, w.batch, compute=compute, amp=amp, model=model)
+        cpu = torch.device("cpu")
+        batch_cpu = inputs(w.batch, cpu)  # collated on the CPU, moved per step (lnlfn.finetune._step_loss)
+        if w.phase == "infer":
+            model.eval()
+            return Step(lambda: infer_on({k: v.to(device) for k, v in batch_cpu.items()}), w.batch,
+                        compute=compute, amp=amp, model=model)
+        target_cpu = labels(w.batch, cpu)
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.01},
+                                 {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}], lr=2e-5)
+        scaler = _scaler(device, w.precision)
+
+        def train():
+            model.train()
+            batch = {k: v.to(device) for k, v in batch_cpu.items()}
+            loss = loss_of(batch, target_cpu.to(device))
+            _optimizer_step(opt, loss, scaler, clip=1.0, params=params)
+            return float(loss.detach())
+
+        return Step(train, w.batch, compute=compute, amp=amp, model=model)
+
+
+# ------------------------------------------------------------------------------------------------ ViTs (timm)
+#: arch -> (timm model name, head outputs: None = the workload's num_classes, 0 = no head)
+VIT_MODELS = {"deit3_small": ("deit3_small_patch16_224", None),
+              "clip_vit_b32": ("vit_base_patch32_clip_224", 512),  # CLIP's image tower; its 512-d projection as head
+              "clip_vit_b16": ("vit_base_patch16_clip_224", 512),
+              "sam_vit_h": ("samvit_huge_patch16", 0)}  # SAM's image encoder: patch embedding, 32 blocks, neck
+CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+
+
+class _ViT(Family):
+    """timm ViTs on (3, S, S) images, random weights (the same compute as the pre-trained ones).
+
+    CILN builds DeiT3-Small with timm itself (``ciln.voters_pretrained._deit_model``; that module needs PIL
+    pipelines and tqdm, so the same ``timm.create_model`` call is made here) and CLIP ViT-B/32 with open_clip (not on
+    a bare box): timm's ``vit_base_patch32_clip_224`` is the same image tower. Option ``source``: the images arrive
+    at ``source`` px and are resized on the device (bicubic) and normalised, as ``ciln.voters_pretrained.ClipZeroShot``
+    does with CIFAR's 32 px images; 0: they arrive at S px (DeiT's PIL pipeline runs in DataLoader workers).
+    """
+
+    archs = tuple(VIT_MODELS)
+    options: ClassVar[dict[str, tuple[type, Any]]] = {"num_classes": (int, 10), "source": (int, 0), "drop_path": (float, 0.0)}
+    flops_batch = 1
+
+    def check(self, w: Workload) -> None:
+        _need_shape(w, 3, "images (3, S, S)")
+        if w.shape[0] != 3 or w.shape[1] != w.shape[2]:
+            raise ConfigError(f"{w.key}: ViTs take square RGB images (3, S, S)")
+        head = VIT_MODELS[w.arch][1]
+        if head is not None and "num_classes" in dict(w.options):
+            raise ConfigError(f"{w.key}: {w.arch} has its own head ({head or 'none'}); num_classes is DeiT's")
+
+    def build(self, w: Workload, device) -> Step:
+        torch = _torch()
+        F = torch.nn.functional
+        import timm
+
+        _seed()
+        o = w.opts
+        name, head = VIT_MODELS[w.arch]
+        size = w.shape[1]
+        kwargs = {"img_size": size, "num_classes": o["num_classes"] if head is None else head}
+        if o["drop_path"]:
+            kwargs["drop_path_rate"] = o["drop_path"]
+        with torch.device(device):
+            model = timm.create_model(name, pretrained=False, **kwargs)
+        forward = model.forward_features if w.arch == "sam_vit_h" else model  # SAM's encoder ends at its neck
+        amp = device.type == "cuda" and w.precision != "fp32"
+        K = kwargs["num_classes"] or 1
+
+        def prepare(x):
+            if not o["source"]:
+                return x
+            x = F.interpolate(x.float() / 255.0, size=(size, size), mode="bicubic", align_corners=False)
+            return (x - x.new_tensor(CLIP_MEAN).view(1, 3, 1, 1)) / x.new_tensor(CLIP_STD).view(1, 3, 1, 1)
+
+        def compute():
+            x = torch.randn(w.batch, 3, size, size, device=device)
+            if w.phase == "infer":
+                model.eval()
+                with torch.no_grad(), _autocast(device, w.precision):
+                    return forward(x)
+            model.train()
+            soft = torch.full((w.batch, K), 1.0 / K, device=device)
+            with _autocast(device, w.precision):
+                loss = torch.sum(-soft * F.log_softmax(model(x).float(), dim=-1), dim=-1).mean()
+            loss.backward()
+
+        if device.type == "meta":
+            return Step(compute, w.batch, compute=compute, amp=amp, model=model)
+        gen = torch.Generator().manual_seed(0)
+        if o["source"]:
+            X = torch.randint(0, 256, (w.batch, 3, o["source"], o["source"]), dtype=torch.uint8, generator=gen)
+        else:
+            X = torch.randn(w.batch, 3, size, size, generator=gen)
+        if device.type == "cuda":
+            X = X.pin_memory()  # the DataLoaders of ciln.voters_pretrained pin memory on CUDA
+        if w.phase == "infer":
+            model.eval()
+
+            def infer():
+                with torch.no_grad(), _autocast(device, w.precision):
+                    out = forward(prepare(X.to(device, non_blocking=True)))
+                    return (out if w.arch == "sam_vit_h" else torch.softmax(out.float(), dim=1)).cpu()
+
+            return Step(infer, w.batch, compute=compute, amp=amp, model=model)
+
+        # ciln.voters_pretrained._finetune_deit: timm Mixup (soft targets), SoftTargetCrossEntropy, AdamW, fp16 AMP
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.1)
+        scaler = _scaler(device, w.precision)
+        labels = torch.randint(0, K, (w.batch,), generator=gen)
+
+        def train():
+            model.train()
+            x = prepare(X.to(device, non_blocking=True))
+            y = F.one_hot(labels.to(device), K).float() * 0.9 + 0.1 / K
+            lam = 0.7
+            x, y = lam * x + (1 - lam) * x.flip(0), lam * y + (1 - lam) * y.flip(0)  # mixup's batch pairing
+            with _autocast(device, w.precision):
+                loss = torch.sum(-y * F.log_softmax(model(x), dim=-1), dim=-1).mean()
+            _optimizer_step(opt, loss, scaler)
+            return float(loss.detach())
+
+        return Step(train, w.batch, compute=compute, amp=amp, model=model)
+
+
+@register
+class ViTInfer(_ViT):
+    __doc__ = _ViT.__doc__
+    name = "vit_infer"
+    phases = ("infer",)
+
+
+@register
+class ViTTrain(_ViT):
+    __doc__ = _ViT.__doc__
+    name = "vit_train"
+    phases = ("train",)
+
+
+# ------------------------------------------------------------------------------------------------ Mask R-CNN
+@register
+class MaskRCNNFamily(Family):
+    """torchvision Mask R-CNN with a ResNet-50-FPN backbone at (3, H, W): the network works at that size
+    (``min_size`` = min(H, W), ``max_size`` = max(H, W)); COCO's 1x schedule resizes to (800, <=1333).
+
+    Built as ``benchmark_n.maskrcnn.build_model`` builds it (``resnet_fpn_backbone``: FrozenBatchNorm2d, stem and
+    stage 1 frozen (trainable_layers 3); 1000 RPN proposals per image in training; no pre-trained weights). That module
+    imports pycocotools, which a bare box lacks, so the same calls are made here. Train, as
+    ``benchmark_n.maskrcnn.fit_predict``: images and targets moved from the CPU, the loss dict summed, a finiteness
+    check, SGD (momentum 0.9, weight decay 1e-4), fp32. Each image carries ``instances`` synthetic objects (COCO
+    averages 7.3), a box and a filled mask each. Infer: eval mode, the class head biased towards 5 classes so that
+    100 detections per image pass the 0.05 threshold and reach the mask head as a trained model's would (random
+    weights score every class about 1/81), masks thresholded at 0.5 and copied to the CPU.
+    """
+
+    name = "maskrcnn"
+    archs = ("maskrcnn_r50_fpn",)
+    options: ClassVar[dict[str, tuple[type, Any]]] = {"num_classes": (int, 80), "instances": (int, 7)}
+    meta_flops = False  # RPN/NMS/sampling have data-dependent shapes: counted on a device at batch 1
+    flops_batch = 1
+
+    def check(self, w: Workload) -> None:
+        _need_shape(w, 3, "images (3, H, W)")
+        if w.shape[0] != 3:
+            raise ConfigError(f"{w.key}: Mask R-CNN takes RGB images (3, H, W)")
+        if w.precision != "fp32":
+            raise ConfigError(f"{w.key}: Benchmark-N trains Mask R-CNN in fp32 (no mixed precision, as mmdet's config)")
+
+    @staticmethod
+    def model(num_classes: int, min_size: int, max_size: int):
+        from torchvision.models.detection import MaskRCNN
+        from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+
+        fpn = resnet_fpn_backbone(backbone_name="resnet50", weights=None, trainable_layers=3)
+        return MaskRCNN(fpn, num_classes=num_classes + 1, min_size=min_size, max_size=max_size,
+                        rpn_post_nms_top_n_train=1000, box_score_thresh=0.05, box_detections_per_img=100)
+
+    def build(self, w: Workload, device) -> Step:
+        torch = _torch()
+        _seed()
+        o = w.opts
+        _, H, W = w.shape
+        with torch.device(device):
+            model = self.model(o["num_classes"], min(H, W), max(H, W))
+        gen = torch.Generator().manual_seed(0)
+
+        def sample(n: int):
+            images, targets = [], []
+            for _ in range(n):
+                images.append(torch.rand(3, H, W, generator=gen))
+                k = o["instances"]
+                wh = torch.rand(k, 2, generator=gen) * torch.tensor([W / 3, H / 3]) + 16
+                xy = torch.rand(k, 2, generator=gen) * (torch.tensor([W, H]) - wh)
+                boxes = torch.cat([xy, xy + wh], 1).floor()
+                masks = torch.zeros(k, H, W, dtype=torch.uint8)
+                for i, (x1, y1, x2, y2) in enumerate(boxes.long().tolist()):
+                    masks[i, y1:y2, x1:x2] = 1
+                targets.append({"boxes": boxes, "labels": torch.randint(1, o["num_classes"] + 1, (k,), generator=gen),
+                                "masks": masks})
+            return images, targets
+
+        def to_device(images, targets):
+            return ([im.to(device) for im in images], [{k: v.to(device) for k, v in t.items()} for t in targets])
+
+        def compute_on(images, targets):
+            if w.phase == "infer":
+                model.eval()
+                with torch.no_grad():
+                    return model(images)
+            model.train()
+            sum(model(images, targets).values()).backward()
+
+        if w.phase == "infer":
+            # random weights score every class about 1/81, under the 0.05 threshold: nothing would reach the mask
+            # head. Favour 5 classes (as a trained detector is confident in a few), so each proposal gives ~5 boxes
+            # above it and 100 detections per image go through the mask head and the mask pasting.
+            with torch.no_grad():
+                model.roi_heads.box_predictor.cls_score.bias[1:6] += 3.0
+        images, targets = sample(w.batch)
+        if w.phase == "infer":
+            model.eval()
+
+            def infer():
+                with torch.no_grad():
+                    return [(out["masks"][:, 0] > 0.5).cpu() for out in model([im.to(device) for im in images])]
+
+            return Step(infer, w.batch, compute=lambda: compute_on(*to_device(images, targets)), model=model)
+        opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.02 * w.batch / 16,
+                              momentum=0.9, weight_decay=1e-4)
+
+        def train():
+            model.train()
+            parts = model(*to_device(images, targets))
+            loss = sum(parts.values())
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"Mask R-CNN loss is {loss.item()}")
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss.item()
+
+        return Step(train, w.batch, compute=lambda: compute_on(*to_device(images, targets)), model=model)
+
+
+# ================================================================================================ FLOPs
+def count_flops(w: Workload, device="meta", batch: int | None = None) -> float:
+    """Forward (+ backward for train) FLOPs of one step of ``w`` at ``batch`` (default ``w.batch``) on ``device``,
+    from ``torch.utils.flop_counter.FlopCounterMode`` (matmuls, convolutions, attention; element-wise ops and the
+    optimizer step are not counted)."""
+    torch = _torch()
+    from torch.utils.flop_counter import FlopCounterMode
+
+    step = build(w if batch in (None, w.batch) else w.replace(batch=batch), device)
+    try:
+        with FlopCounterMode(display=False) as counter:
+            step.compute()
+        return float(counter.get_total_flops())
+    finally:
+        step.close()
+        del step
+        if torch.device(device).type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def _count_anywhere(w: Workload, device=None) -> float:
+    """Count on the meta device at the full batch where the family allows it, else (or if meta fails) on
+    ``device`` (default CPU) at the family's small batch, scaled linearly to ``w.batch``."""
+    fam = family(w.family)
+    if fam.meta_flops:
+        try:
+            return count_flops(w, "meta")
+        except (RuntimeError, NotImplementedError, ValueError, TypeError, IndexError) as exc:
+            # a data-dependent op (unique_consecutive in BART's and T5's heads, generate's stopping checks) needs
+            # real tensors: count on a device instead
+            logging.getLogger(__name__).debug("%s: no FLOPs on the meta device (%s)", w.key, exc)
+    small = min(w.batch, fam.flops_batch)
+    return count_flops(w, device or "cpu", small) * w.batch / small
+
+
+def flops_cache_path() -> Path:
+    from shared.paths import cache_dir
+
+    return cache_dir() / FLOPS_CACHE_FILE
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != FLOPS_VERSION or not isinstance(data.get("flops"), dict):
+        return {}
+    return data["flops"]
+
+
+def _write_json_atomic(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+_COMMITTED: dict[str, float] | None = None
+
+
+def _committed_flops() -> dict[str, float]:
+    """``flops_per_step`` of the calibration files in ``shared/calibration/`` (read once per process)."""
+    global _COMMITTED
+    if _COMMITTED is None:
+        _COMMITTED = _calibration_flops(sorted(CALIBRATION_DIR.glob("*.yaml")))
+    return _COMMITTED
+
+
+def _calibration_flops(paths: Iterable[Path]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for path in paths:
+        try:
+            cal = load_calibration(path)
+        except (ConfigError, OSError):
+            continue
+        for key, entry in cal.workloads.items():
+            value = entry.get("flops_per_step")
+            if isinstance(value, (int, float)) and value > 0 and entry.get("flops_version") == FLOPS_VERSION:
+                out.setdefault(key, float(value))
+    return out
+
+
+def known_flops(extra_calibrations: Iterable[Path] = ()) -> dict[str, float]:
+    """FLOPs per step already known, by workload key: the FLOPs cache, then ``flops_per_step`` of the calibration
+    files in ``shared/calibration/`` (FLOPs do not depend on the device, so a fresh box reuses them)."""
+    out = _calibration_flops([*sorted(CALIBRATION_DIR.glob("*.yaml")), *extra_calibrations])
+    out.update(_read_json(flops_cache_path()))
+    return out
+
+
+def flops(w: Workload, *, device=None, cache: bool = True) -> float:
+    """Forward + backward FLOPs of one step of ``w`` (forward only for infer), counted on the real architecture at
+    the real input shape (``count_flops``: the meta device where it works, else ``device``/CPU at a small batch
+    scaled linearly) and cached by workload key in ``<cache_dir>/workload-flops.json``; on a miss the committed
+    calibration files' counts (device-independent) are used before counting."""
+    if cache:
+        hit = _read_json(flops_cache_path()).get(w.key)
+        if hit is None:  # a fresh checkout: the committed calibrations hold the full profile's counts
+            hit = _committed_flops().get(w.key)
+        if hit is not None:
+            return float(hit)
+    value = _count_anywhere(w, device)
+    if cache:
+        path = flops_cache_path()
+        table = _read_json(path)  # re-read: another process may have added entries meanwhile
+        table[w.key] = value
+        _write_json_atomic(path, {"version": FLOPS_VERSION, "flops": table})
+    return value
+
+
+# ================================================================================================ calibration files
+CALIBRATION_DIR = Path(__file__).resolve().parent / "calibration"
+
+
+@dataclass
+class Calibration:
+    """A device's measurements (``shared/calibration/<device-slug>.yaml``, written by ``shared.gpu_check``).
+
+    ``workloads`` maps workload keys to their entries: measured ones have ``samples_per_s``, ``step_s``,
+    ``peak_mem_mb``, ``flops_per_step``, ``achieved_tflops``, ``steps_timed`` and ``measured_at``; the others
+    ``skipped`` (the reason).
+    """
+
+    path: Path | None
+    device: dict
+    peak_tflops: dict
+    measured_at: str
+    versions: dict
+    budget_s: float | None
+    workloads: dict[str, dict]
+    cuda_paths: dict = field(default_factory=dict)
+    runs: list = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
+    load_average: dict = field(default_factory=dict)  # the last run's 1/5/15-min load at start and end
+
+    def measured(self) -> dict[str, dict]:
+        """The entries with a throughput (not skipped)."""
+        return {k: e for k, e in self.workloads.items() if "samples_per_s" in e}
+
+    def entry(self, w: Workload | str) -> dict | None:
+        return self.workloads.get(w.key if isinstance(w, Workload) else str(w))
+
+    def samples_per_s(self, w: Workload | str) -> float | None:
+        e = self.entry(w)
+        return None if e is None or "samples_per_s" not in e else float(e["samples_per_s"])
+
+    def step_s(self, w: Workload | str) -> float | None:
+        e = self.entry(w)
+        return None if e is None or "step_s" not in e else float(e["step_s"])
+
+    def to_dict(self) -> dict:
+        return {"schema": 1, "device": self.device, "peak_tflops": self.peak_tflops, "measured_at": self.measured_at,
+                "versions": self.versions, "budget_s": self.budget_s, "settings": self.settings,
+                "load_average": self.load_average, "runs": self.runs,
+                "workloads": list(self.workloads.values()), "cuda_paths": self.cuda_paths}
+
+
+def load_calibration(path) -> Calibration:
+    """Read a calibration YAML; ConfigError naming the file and the problem when it is not one."""
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("device"), dict) \
+            or not isinstance(data.get("workloads", []), list):
+        raise ConfigError(f"{path}: not a calibration file (needs a device mapping and a workloads list)")
+    workloads = {}
+    for i, entry in enumerate(data.get("workloads") or []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
+            raise ConfigError(f"{path}: workloads[{i}] has no key")
+        if "samples_per_s" not in entry and "skipped" not in entry:
+            raise ConfigError(f"{path}: workload {entry['key']} has neither samples_per_s nor skipped")
+        workloads[entry["key"]] = entry
+    return Calibration(path, data["device"], data.get("peak_tflops") or {}, str(data.get("measured_at", "")),
+                       data.get("versions") or {}, data.get("budget_s"), workloads, data.get("cuda_paths") or {},
+                       data.get("runs") or [], data.get("settings") or {}, data.get("load_average") or {})
+
+
+# ================================================================================================ the full profile
+#: Plench's image algorithms (plench/profiles.yaml 03_image, 04_validation_use) -> (views, nograd, augment) of one
+#: step: forward-backward passes of the batch, extra no-grad forwards (confidence refreshes after the step, momentum
+#: or teacher encoders) and the views built. Counted by hooking the featurizers during ``update`` in the steady
+#: state (tests/test_gpu_check.py recounts them); VALEN's warm-up steps differ (one no-grad pass) from the rest.
+PLENCH_IMAGE_PASSES: dict[str, tuple[int, int, str]] = {
+    **{a: (1, 1, "weak") for a in ("PRODEN", "CAVL", "POP", "LWS", "FREDIS")},
+    **{a: (1, 0, "weak") for a in ("ABS_MAE", "ABS_GCE", "EXP", "MCL_GCE", "MCL_MSE", "CC", "PC", "Forward", "NN",
+                                   "GA", "SCL_EXP", "SCL_NL", "L_W", "OP_W")},
+    "IDGP": (2, 0, "weak"),  # two networks, f and g
+    "PiCO": (1, 1, "weak_strong"), "PiCO_plus": (1, 1, "weak_strong"),  # query (weak) + momentum key (strong)
+    "ABLE": (2, 0, "weak_strong"),
+    "CRDPLL": (2, 2, "weak_strong"),
+    "ALIM": (2, 1, "weak_strong"),
+    "DIRK": (2, 2, "weak_strong_distill"),  # student on distill + strong, teacher on weak + distill
+}
+
+#: Plench's 9 tabular PALM datasets: (features, classes) from the paper's Table 5 (plench/reported/table5.csv)
+PLENCH_TABULAR = {"Lost": (108, 16), "MSRCv2": (48, 23), "Mirflickr": (1536, 14), "Birdsong": (38, 13),
+                  "Malagasy": (384, 44), "SoccerPlayer": (279, 171), "Italian": (519, 90), "YahooNews": (163, 219),
+                  "English": (300, 45)}
+_PALM_STEPS = {"Lost": 10_000, "MSRCv2": 10_000, "Mirflickr": 10_000, "Birdsong": 10_000, "Malagasy": 10_000,
+               "SoccerPlayer": 20_000, "Italian": 20_000, "YahooNews": 20_000, "English": 20_000}
+
+LNLFN_MODELS = ("deberta-v3-xsmall", "deberta-v3-small", "deberta-v3-base", "deberta-v3-large", "bert-base-cased",
+                "bert-large-cased", "roberta-base", "roberta-large", "xlnet-base-cased", "xlnet-large-cased")
+NOISYWIKIHOW_MODELS = {"BERT": "bert-base-uncased", "XLNet": "xlnet-base-cased", "RoBERTa": "roberta-base",
+                       "GPT2": "gpt2", "ALBERT": "albert-base-v2", "T5": "t5-base", "BART": "bart-base"}
+CIFAR, MNIST, COCO = (3, 32, 32), (1, 28, 28), (3, 800, 1333)
+
+
+def _full_profile() -> list[tuple[Workload, float, str]]:
+    """(workload, rough number of its steps in the full profile, where it runs). The step counts are orders of
+    magnitude read off the profiles (epochs x rows / batch x runs) and only order ``shared.gpu_check``'s
+    measurements; ``shared.cost`` enumerates the runs themselves."""
+    W = Workload
+    out: list[tuple[Workload, float, str]] = []
+
+    def add(w: Workload, steps: float, where: str) -> None:
+        out.append((w, float(steps), where))
+
+    # -- CILN: voters (ciln/voters.py recipes; fp16 AMP through shared.training.train_epoch) and downstream training
+    add(W("cifar_resnet", "resnet20", "train", 128, CIFAR, "fp16", {"optimizer": "sgd", "augment": "crop_flip"}),
+        2.0e6, "ciln 01 voter resnet20 (200 epochs); 08/09 downstream ERM (shared.methods erm: train_epoch, fp16)")
+    add(W("cifar_resnet", "resnet20", "train", 128, CIFAR, "fp32", {"optimizer": "sgd", "augment": "crop_flip"}),
+        1.1e7, "ciln 08/09 downstream Co-Teaching and DivideMix (Method.step, fp32; two networks each)")
+    add(W("cifar_resnet", "wrn28_10", "train", 128, CIFAR, "fp16", {"optimizer": "sgd_nesterov", "augment": "crop_flip"}),
+        7.0e4, "ciln 01 voter wrn28_10 (200 epochs)")
+    add(W("cifar_resnet", "resnet20", "train", 128, MNIST, "fp16", {"optimizer": "adam"}),
+        9.4e4, "ciln 01 voter resnet20_mnist")
+    add(W("cifar_resnet", "lenet5", "train", 128, MNIST, "fp16", {"optimizer": "adam"}), 9.4e4, "ciln 01 voter lenet5")
+    add(W("tabular_mlp", "mlp", "train", 128, (784,), "fp16", {"hidden": (1024, 1024, 2048), "dropout": 0.5}),
+        9.4e4, "ciln 01 voter mlp (MNIST, 784-1024-1024-2048-10)")
+    add(W("tabular_mlp", "mlp", "train", 256, (5 + 8 * 421,), "fp32",
+          {"hidden": (42, 503, 503, 503, 111), "num_classes": 2, "optimizer": "adamw"}),
+        2.5e4, "ciln 01 Adult voter rtdl_mlp (5 numeric + 8 x 421-d embeddings)")
+    add(W("vit_train", "deit3_small", "train", 128, (3, 224, 224), "fp16", {"drop_path": 0.05}),
+        1.6e4, "ciln 01 voter deit3_small fine-tuning (20 epochs, CIFAR-10 and MNIST)")
+    add(W("cifar_resnet", "resnet20", "infer", 512, CIFAR), 1.0e4, "ciln 01 voters labelling every corrupted image")
+    add(W("cifar_resnet", "wrn28_10", "infer", 512, CIFAR), 1.0e4, "ciln 01 voters labelling every corrupted image")
+    add(W("cifar_resnet", "resnet20", "infer", 512, MNIST), 1.0e4, "ciln 01 MNIST voters labelling")
+    add(W("cifar_resnet", "lenet5", "infer", 512, MNIST), 1.0e4, "ciln 01 MNIST voters labelling")
+    add(W("tabular_mlp", "mlp", "infer", 512, (784,), "fp32", {"hidden": (1024, 1024, 2048)}),
+        1.0e4, "ciln 01 MNIST voters labelling")
+    add(W("vit_infer", "deit3_small", "infer", 64, (3, 224, 224)), 1.2e5,
+        "ciln 01 deit3_small labelling corrupted CIFAR-10 and MNIST (fp32, batch 64)")
+    add(W("vit_infer", "clip_vit_b32", "infer", 256, (3, 224, 224), "fp32", {"source": 32}), 1.4e4,
+        "ciln 01 CLIP ViT-B/32 zero-shot on corrupted CIFAR-10 (resized on the device)")
+
+    # -- Plench: the image tables (03_image: 2 datasets x 20 hparams x 3 trials x 60,000 steps per algorithm and
+    # network; 04_validation_use the same again with ResNet-32), Adam, fp32, batch 256, views on the device
+    combos: dict[tuple[int, int, str], list[str]] = {}
+    for algorithm, passes in PLENCH_IMAGE_PASSES.items():
+        combos.setdefault(passes, []).append(algorithm)
+    for arch, runs_per_algorithm in (("resnet32", 240), ("densenet_bc", 120)):
+        for (views, nograd, augment), algorithms in combos.items():
+            add(W("cifar_resnet", arch, "train", 256, CIFAR, "fp32",
+                  {"optimizer": "adam", "augment": augment, "views": views, "nograd": nograd}),
+                runs_per_algorithm * 60_000 * len(algorithms), f"plench 03/04 image algorithms {', '.join(algorithms)}")
+        add(W("cifar_resnet", arch, "infer", 512, CIFAR), runs_per_algorithm * 26 * 60 * 30,
+            "plench 03/04 checkpoint evaluation (batch 512)")
+    for dataset, (d, q) in PLENCH_TABULAR.items():  # 02_tabular: 20 algorithms x 20 hparams x 5 trials
+        add(W("tabular_mlp", "mlp", "train", 128, (d,), "fp32", {"num_classes": q}), 2000 * _PALM_STEPS[dataset],
+            f"plench 02 tabular {dataset} (Linear({d}, 500) -> ReLU -> Linear(500, {q}))")
+
+    # -- LNLFN: DeBERTa-v3-base sweeps (batch 8..128 drawn; 01: batch 32), the model survey at batch 32, fp32
+    for batch, steps in ((8, 3.8e6), (16, 1.9e6), (32, 1.7e6), (64, 4.7e5), (128, 2.3e5)):
+        add(W("text_encoder", "deberta-v3-base", "train", batch, (128,), "fp32", {"num_labels": 3}), steps,
+            "lnlfn 01/03/05 fine-tuning sweeps (SNLI, IMDB, Amazon, TweetNLP)")
+    add(W("text_encoder", "deberta-v3-base", "train", 32, (128,), "fp32", {"num_labels": 12, "task": "token"}), 2.0e4,
+        "lnlfn TweetNLP token classification")
+    add(W("text_encoder", "deberta-v3-base", "infer", 64, (128,), "fp32", {"num_labels": 3}), 1.0e5,
+        "lnlfn scoring the eval items of every run (batch 64)")
+    for arch in LNLFN_MODELS:
+        if arch != "deberta-v3-base":
+            add(W("text_encoder", arch, "train", 32, (128,), "fp32", {"num_labels": 3}), 2.0e4,
+                "lnlfn 02 model survey (25 runs on TweetNLP-5)")
+
+    # -- NoisywikiHow: seven PLMs, batch 64, bf16 autocast, 158 classes; BART is the base of every method table
+    for paper, arch in NOISYWIKIHOW_MODELS.items():
+        opts = {"task": "seq2seq"} if paper == "T5" else {"num_labels": 158}
+        add(W("text_encoder", arch, "train", 64, (128,), "bf16", opts), 1.5e6 if paper == "BART" else 5.7e4,
+            f"noisywikihow {'01-05 (every method table)' if paper == 'BART' else '01 Table 4'} {paper}")
+    add(W("text_encoder", "bart-base", "infer", 512, (128,), "bf16", {"num_labels": 158}), 4.0e4,
+        "noisywikihow per-epoch evaluation (predict_logits, batch 512)")
+    add(W("text_encoder", "t5-base", "infer", 100, (128,), "bf16", {"task": "seq2seq"}), 8.0e3,
+        "noisywikihow T5 evaluation: 5-beam search, 15 tokens (batch 100)")
+    add(W("text_encoder", "all-minilm-l6-v2", "infer", 64, (128,), "fp32", {"task": "embed"}), 5.0e3,
+        "noisywikihow 00 noise injection: MiniLM sentence embeddings")
+
+    # -- Benchmark-N: Mask R-CNN 1x schedule (batch 16 on one device, fp32) in ~40 runs; SAM ViT-H image encoder
+    add(W("maskrcnn", "maskrcnn_r50_fpn", "train", 16, COCO), 3.5e6, "benchmark_n 03-08 Mask R-CNN R50-FPN, 1x")
+    add(W("maskrcnn", "maskrcnn_r50_fpn", "train", 2, COCO), 7.0e6,
+        "benchmark_n: the same at mmdet's 2 images per GPU (an alternative to batch 16)")
+    add(W("maskrcnn", "maskrcnn_r50_fpn", "infer", 16, COCO), 9.0e5,
+        "benchmark_n val predictions and per-instance losses of the logged epochs")
+    add(W("vit_infer", "sam_vit_h", "infer", 1, (3, 1024, 1024)), 4.0e5,
+        "benchmark_n 08 SAM ViT-H image embeddings (COCO-WAN prompts, decoder fine-tuning)")
+    return out
+
+
+_FULL = _full_profile()
+#: every step kind of the full profile, with its batch sizes and precision
+FULL_PROFILE_WORKLOADS: tuple[Workload, ...] = tuple(w for w, _, _ in _FULL)
+#: workload key -> rough count of its steps in the full profile (orders the GPU check; see ``_full_profile``)
+FULL_PROFILE_STEPS_HINT: dict[str, float] = {w.key: steps for w, steps, _ in _FULL}
+#: workload key -> where the full profile runs it
+FULL_PROFILE_USES: dict[str, str] = {w.key: where for w, _, where in _FULL}
+
+
+def workloads_of(families: Iterable[str] | None = None) -> list[Workload]:
+    """``FULL_PROFILE_WORKLOADS`` of the given families (all by default); an unknown name is a ConfigError."""
+    if families is None:
+        return list(FULL_PROFILE_WORKLOADS)
+    wanted = list(families)
+    for name in wanted:
+        family(name)
+    return [w for w in FULL_PROFILE_WORKLOADS if w.family in wanted]
+
+
+__all__ = [
+    "CALIBRATION_DIR",
+    "FAMILIES",
+    "FULL_PROFILE_STEPS_HINT",
+    "FULL_PROFILE_USES",
+    "FULL_PROFILE_WORKLOADS",
+    "PHASES",
+    "PLENCH_IMAGE_PASSES",
+    "PLENCH_TABULAR",
+    "PRECISIONS",
+    "TEXT_MODELS",
+    "VIT_MODELS",
+    "Calibration",
+    "Family",
+    "Step",
+    "TextModel",
+    "Workload",
+    "build",
+    "count_flops",
+    "family",
+    "flops",
+    "flops_cache_path",
+    "known_flops",
+    "load_calibration",
+    "register",
+    "text_config",
+    "text_model",
+    "workloads_of",
+]

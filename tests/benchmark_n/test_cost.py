@@ -1,0 +1,189 @@
+"""Benchmark-N's cost planner (``benchmark_n.cost``): the runs it plans are the runs the notebooks execute, with the
+keys they log and the steps their code takes. Nothing here trains a model but 09's two one-epoch 32 px U-Nets."""
+import json
+import math
+
+import pytest
+
+from benchmark_n import cost, maskrcnn, plans, quality, runs
+from benchmark_n.pages import BenchmarkFiles
+from benchmark_n.runs import CACHE_KIND
+from shared import runlog
+from shared.cache import code_fingerprint, params_key
+from shared.errors import ConfigError
+from shared.profiles import load_profiles, notebook_settings
+
+NOTEBOOKS = [k for k in load_profiles("benchmark_n") if k != "common"]
+COCO_TRAIN, COCO_VAL = 118_287, 5_000
+
+
+def planned(notebook, profile="full", settings=None, data_dir="/data"):
+    cfg = notebook_settings("benchmark_n", notebook, profile, settings)
+    return cost.plan(notebook, cfg, {"profile": profile, "data_dir": data_dir, "settings": settings or {}})
+
+
+def by_kind(planned_runs):
+    out = {}
+    for run in planned_runs:
+        out.setdefault(run.kind, set()).add(run.identity)
+    return {kind: len(ids) for kind, ids in out.items()}
+
+
+def test_full_profile_plans_every_notebook():
+    counts = {nb: by_kind(planned(nb)) for nb in NOTEBOOKS}
+    assert counts["00_noise_engine"] == {}  # nothing with an identity: its noise draws are redone for each figure
+    assert all(counts[nb] for nb in NOTEBOOKS if nb != "00_noise_engine")
+    # the paper's protocol at one seed: 4 tiers (03), 7 operations x 3 levels + clean (04), 4 class-noise settings
+    # + 3 combined tiers + clean (05), CE and SCE at 4 tiers (06; clean CE is 03's clean run), 08: 3 COCO-WAN tiers,
+    # the text prompts and clean, 2 fine-tunings, 4 prompts + 4 figure panels + Table 14's noisy zero-shot
+    assert counts["03_train_eval"] == counts["07_confidence"] == {CACHE_KIND: 4}
+    assert counts["04_noise_ablation"] == {CACHE_KIND: 22}
+    assert counts["05_class_noise"] == {CACHE_KIND: 8}
+    assert counts["06_lnl"] == {CACHE_KIND: 8}
+    assert counts["08_coco_wan"] == {CACHE_KIND: 5, runs.FINETUNE_KIND: 2, plans.WEAK_KIND: 9, plans.TEXT_KIND: 1}
+    assert counts["09_camus_ef"] == {plans.CAMUS_KIND: 2}
+    assert counts["02_benchmark_files"] == {plans.FILE_KIND: 6}
+
+
+def test_shared_runs_have_equal_identities_across_notebooks():
+    ids = {nb: {r.identity for r in planned(nb) if r.kind == CACHE_KIND} for nb in plans.MODEL_SPECS}
+    assert ids["03_train_eval"] == ids["07_confidence"]
+    clean = {r.identity for r in planned("03_train_eval") if r.label.startswith("clean")}
+    assert len(clean) == 1 and all(clean <= ids[nb] for nb in ("04_noise_ablation", "05_class_noise", "06_lnl",
+                                                              "08_coco_wan"))
+    # another data folder is another dataset: no identity in common
+    assert not ids["03_train_eval"] & {r.identity for r in planned("03_train_eval", data_dir="/elsewhere")}
+
+
+@pytest.mark.parametrize("notebook, kind", [("03_train_eval", CACHE_KIND), ("04_noise_ablation", CACHE_KIND),
+                                            ("09_camus_ef", plans.CAMUS_KIND)])
+def test_doubling_the_seeds_doubles_the_seeded_runs(notebook, kind):
+    one, two = (by_kind(planned(notebook, settings={"seeds": seeds}))[kind] for seeds in ([0], [0, 1]))
+    assert two == 2 * one
+
+
+def test_mask_rcnn_steps_follow_the_1x_schedule():
+    per_epoch = math.ceil(COCO_TRAIN / 16)  # mmdet's total batch 16 on one device
+    steps = {r.label: r.steps for r in planned("03_train_eval")}
+    assert steps["clean, seed 0"] == 12 * per_epoch + math.ceil(COCO_VAL / 16)
+    # an engine tier also logs its per-instance losses after epochs 4, 8 and 12: a pass over the train images each
+    assert steps["legacy_v0 high, seed 0"] == 12 * per_epoch + 3 * per_epoch + math.ceil(COCO_VAL / 16)
+    short = {"epochs": 1, "max_iters": 3, "batch_size": 2, "loss_epochs": [1]}
+    run = next(r for r in planned("03_train_eval", settings={"hparams": short}) if "high" in r.label)
+    train = next(w for w in run.work if w.workload is not None and w.workload.phase == "train")
+    assert (train.steps, train.workload.batch, train.workload.shape) == (3, 2, (3, 800, 1333))
+    losses = next(w for w in run.work if "per-instance" in w.what)
+    assert losses.steps == math.ceil(COCO_TRAIN / 2)  # the epoch cut short by max_iters still logs its losses
+
+
+class _Images:
+    def __init__(self, sizes):
+        self.entries = [{"width": w, "height": h} for w, h in sizes]
+
+    def __len__(self):
+        return len(self.entries)
+
+
+@pytest.mark.parametrize("landscape, portrait, batch", [(37, 0, 8), (16, 0, 8), (13, 6, 4)])
+def test_iterations_are_the_epoch_batches_of_maskrcnn(landscape, portrait, batch):
+    torch = pytest.importorskip("torch")
+    images = _Images([(640, 480)] * landscape + [(480, 640)] * portrait)
+    real = len(maskrcnn.epoch_batches(images, batch, 0.5, torch.Generator().manual_seed(0)))
+    hp = maskrcnn.check_hparams({"batch_size": batch, "epochs": 2})
+    total, per_epoch, last = cost.maskrcnn_iterations(hp, len(images))
+    if portrait == 0:  # one orientation: exact
+        assert (per_epoch, total, last) == (real, 2 * real, 2)
+    else:  # orientation groups can add one batch per epoch
+        assert per_epoch <= real <= per_epoch + 1
+
+
+def test_tiny_steps_and_camus_steps():
+    tiny = notebook_settings("benchmark_n", "03_train_eval", "smoke")
+    n = cost.Sizes(112, 40, None, None, 6, (96, 96))
+    spec = plans.spec(tiny, plans.noise(tiny, "high"), 0)
+    work = cost.train_work(spec, plans.training(tiny, plans.recipe(tiny)), n)
+    # 8 epochs of ceil(112 / 8) steps; losses after epochs 1, 3, 6 and 8, 7 batches of 16 each; 3 val batches
+    assert [w.steps for w in work] == [8 * 14, 4 * 7, 3]
+    camus_runs = planned("09_camus_ef")
+    # CAMUS: 500 patients, 375 train (750 frames), 15 epochs of batch 8, 125 test patients in batches of 32
+    assert [w.steps for w in camus_runs[0].work if w.workload is not None] == [15 * math.ceil(750 / 8),
+                                                                                math.ceil(250 / 32)]
+
+
+def test_model_run_identities_are_the_cache_keys(monkeypatch):
+    cfg = notebook_settings("benchmark_n", "05_class_noise", "smoke", {"n_train": 8, "n_val": 4})
+    recipe, training = plans.recipe(cfg), plans.training(cfg, plans.recipe(cfg))
+    expected = {params_key(CACHE_KIND, runs._params(recipe, spec, training), code_fingerprint(*runs._code(training)))
+                for spec in plans.class_noise_specs(cfg)}
+    assert {r.identity for r in cost.plan("05_class_noise", cfg, {"data_dir": None})} == expected
+    tuning = plans.tuning(notebook_settings("benchmark_n", "08_coco_wan", "smoke", {"n_train": 8, "n_val": 4}))
+    key = runs.finetune_key(recipe, runs.TrainNoise(), 0, tuning)
+    assert key == params_key(runs.FINETUNE_KIND, runs.finetune_params(recipe, runs.TrainNoise(), 0, tuning),
+                             code_fingerprint(*runs.finetune_code()))
+
+
+def test_quality_identities_are_the_cache_keys():
+    cfg = notebook_settings("benchmark_n", "01_annotation_quality", "smoke",
+                            {"n_images": 3, "engines": ["paper"], "ablations": ["dilation", "shift"]})
+    from benchmark_n.sources import load_annotations
+
+    data = quality.fingerprint(load_annotations(cfg).dataset)
+    code = code_fingerprint(quality.score_variant)
+    def key(variant):
+        return params_key(quality.CACHE_KIND, {"data": data, "variant": variant, "dilation_ratio": 0.02}, code)
+
+    expected = {params_key(quality.CACHE_KIND, {"data": data, "variant": "clean", "dilation_ratio": 0.02},
+                           code_fingerprint(quality._clean_scores))}
+    for tier in ("low", "mid", "high"):
+        expected |= {key({"kind": "engine", "name": "paper", "tier": tier, "seed": s}) for s in (0, 1)}
+        expected |= {key({"kind": "ablation", "name": "shift", "tier": tier, "seed": s}) for s in (0, 1)}
+        expected.add(key({"kind": "ablation", "name": "dilation", "tier": tier, "seed": None}))  # seed-free
+    assert {r.identity for r in cost.plan("01_annotation_quality", cfg, {"data_dir": None})} == expected
+
+
+def _logged(path):
+    return {(e["kind"], e["key"]) for e in runlog.read_log(path)}
+
+
+def test_logged_runs_of_02_and_09_are_the_planned_ones(tmp_path, monkeypatch):
+    from benchmark_n.model_pages import CamusEF
+
+    log = tmp_path / "runs.jsonl"
+    monkeypatch.setenv(runlog.ENV, str(log))
+    settings = {"n_images": 3, "engines": ["paper"], "tiers": ["low", "high"]}
+    BenchmarkFiles("smoke", settings=settings, out_dir=tmp_path / "02").write()
+    camus_settings = {"n_patients": 8, "size": 32, "seeds": [0], "hparams": {"epochs": 1, "width": 4}}
+    CamusEF("smoke", settings=camus_settings, out_dir=tmp_path / "09").run()
+    expected = {(r.kind, r.identity) for nb, s in (("02_benchmark_files", settings), ("09_camus_ef", camus_settings))
+                for r in planned(nb, "smoke", s, data_dir=None)}
+    assert _logged(log) == expected and len(expected) == 4
+    log.unlink()
+    BenchmarkFiles("smoke", settings=settings, out_dir=tmp_path / "02").write()  # kept: logged as loaded, same keys
+    assert {e["built"] for e in runlog.read_log(log)} == {False}
+    assert _logged(log) <= expected
+
+
+def test_proposed_workloads_keep_the_key_format():
+    from shared.workloads import Workload
+
+    real = cost.workload("maskrcnn", "maskrcnn_r50_fpn", "train", 16, (3, 800, 1333), num_classes=8)
+    assert isinstance(real, Workload)
+    proposed = cost.ProposedWorkload("maskrcnn", "maskrcnn_r50_fpn", "train", 16, (3, 800, 1333), "fp32",
+                                     (("num_classes", 8),))
+    assert proposed.key == real.key
+    assert isinstance(cost.workload("tiny_unet", "unet3_w8", "train", 8, (3, 96, 96)), cost.ProposedWorkload)
+
+
+def test_bad_settings_raise_config_errors():
+    with pytest.raises(ConfigError, match="formats.SIZES"):
+        planned("03_train_eval", settings={"dataset": "viper", "dataset_dir": "viper"})
+    with pytest.raises(ConfigError, match="notebook"):
+        cost.plan("10_nothing", notebook_settings("benchmark_n", "03_train_eval", "full"), {})
+    with pytest.raises(ConfigError, match="text-prompt detector"):
+        planned("08_coco_wan", settings={"text": {"detector": "owl"}})
+
+
+def test_plans_are_json_labelled_and_sized():
+    for run in planned("08_coco_wan"):
+        assert run.label and run.work and all(w.examples >= 0 and w.steps >= 0 for w in run.work)
+        json.dumps([w.what for w in run.work])

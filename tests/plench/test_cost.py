@@ -1,0 +1,243 @@
+"""plench.cost: the plans of Plench's notebooks (runs, identities, steps, views), checked on the planner alone and
+against what the executing code logs for tiny sweeps."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from plench import cost, protocol, reports
+from plench.algorithms import ALGORITHMS
+from plench.data import PLL_DATASETS, load_pll_dataset, plench_split
+from plench.hparams import hparams_for
+from shared import runlog
+from shared.errors import ConfigError
+from shared.profiles import notebook_settings
+from shared.workloads import PLENCH_IMAGE_PASSES
+
+NOTEBOOKS = ("00_datasets", "01_selection_theory", "02_tabular", "03_image", "04_validation_use")
+
+
+def _plan(notebook, profile="smoke", data_dir=None, **overrides):
+    cfg = notebook_settings("plench", notebook, profile, overrides)
+    return cost.plan(notebook, cfg, {"profile": profile, "data_dir": data_dir})
+
+
+def _kinds(plan) -> Counter:
+    return Counter(kind for kind, _ in {(r.kind, r.identity) for r in plan})
+
+
+# -- run counts -----------------------------------------------------------------------------------------------------
+def test_the_full_profile_plans_every_notebook_with_the_papers_grid(tmp_path):
+    """Every notebook plans; the sweeps are datasets x algorithms x configurations x splits (the paper's protocol:
+    02 20 tabular algorithms (+3 fixed variants) on 9 tables, 03 26 image algorithms x 2 networks on 2 datasets,
+    04 the ResNet half of 03 plus one run per split), here with fewer configurations and splits."""
+    few = {"n_hparams": 2, "n_trials": 1}
+    plans = {nb: _plan(nb, "full", tmp_path, **(few if nb[:2] in ("02", "03", "04") else {})) for nb in NOTEBOOKS}
+    assert plans["00_datasets"] == [] and plans["01_selection_theory"] == []
+    assert _kinds(plans["02_tabular"]) == {"plench-run": (20 + 3) * 9 * 2, "plench-speedup": 4}
+    assert _kinds(plans["03_image"]) == {"plench-run": 26 * 2 * 2 * 2, "plench-compat-check": 4}
+    assert _kinds(plans["04_validation_use"]) == {"plench-run": 26 * 2 * 2, "plench-training-arm": 26 * 2}
+    image = [r for r in plans["03_image"] if r.kind == "plench-run"]
+    assert {r.work[0].workload.arch for r in image} == {"resnet32", "densenet_bc"}
+    assert all(r.work[0].steps == 60_000 for r in image)  # the paper's 60,000 iterations
+
+
+def test_doubling_the_splits_doubles_the_seeded_runs_only():
+    one, two = _plan("03_image", n_trials=1), _plan("03_image", n_trials=2)
+    assert _kinds(two)["plench-run"] == 2 * _kinds(one)["plench-run"]
+    assert _kinds(two)["plench-compat-check"] == _kinds(one)["plench-compat-check"] == 4
+    one, two = _plan("04_validation_use", n_trials=1), _plan("04_validation_use", n_trials=2)
+    assert _kinds(two) == {k: 2 * v for k, v in _kinds(one).items()}
+
+
+def test_runs_of_two_notebooks_with_equal_arguments_are_two_runs():
+    """02's and 04's smoke sweeps share run arguments (PLDigits, MLP, configurations 0-1) but train in their own
+    folders: equal log keys, different identities."""
+    tabular, validation = _plan("02_tabular"), _plan("04_validation_use")
+    key = {r.identity.rsplit("/", 1)[1] for r in tabular if r.kind == "plench-run"}
+    shared_keys = [r for r in validation if r.identity.rsplit("/", 1)[1] in key]
+    assert shared_keys, "the smoke settings were expected to repeat some of 02's runs in 04"
+    assert not {r.identity for r in tabular} & {r.identity for r in validation}
+
+
+def test_a_batch_size_larger_than_the_split_is_a_config_error():
+    size = cost.dataset_sizes(["digits-USS"], None, None)["digits-USS"]
+    args = protocol.run_args("digits-USS", "PRODEN", arch="mlp", hparams_seed=0, trial_seed=0, steps=3,
+                             checkpoint_freq=1, hparams_overrides={"batch_size": 4096})
+    with pytest.raises(ConfigError, match="fewer than the batch size"):
+        cost.run_work(size, args)
+
+
+# -- steps, examples, views -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("steps,freq", [(1, 1), (2, 1), (200, 25), (201, 25), (60_000, 1000), (30, 10), (7, 100)])
+def test_checkpoints_are_the_steps_is_checkpoint_marks(steps, freq):
+    assert cost.checkpoints(steps, freq) == sum(protocol.is_checkpoint(s, steps, freq) for s in range(steps))
+
+
+def test_a_full_resnet_run_takes_60000_steps_and_61_evaluations():
+    """PRODEN with the defaults (batch 256) on PLCIFAR10: 45,000 / 5,000 rows + the 10,000 CIFAR-10 test images."""
+    size = cost.dataset_sizes(["PLCIFAR10_Aggregate"], "image", "/nonexistent")["PLCIFAR10_Aggregate"]
+    assert (size.train, size.val, size.test) == (45_000, 5_000, 10_000)
+    args = protocol.run_args(size.name, "PRODEN", arch="resnet32", hparams_seed=0, trial_seed=0, steps=60_000,
+                             checkpoint_freq=1000)
+    train, evaluate = cost.run_work(size, args)
+    assert train.workload.key == "cifar_resnet/resnet32/train/b256/3x32x32/fp32/augment=weak,nograd=1,optimizer=adam"
+    assert (train.steps, train.examples, train.views) == (60_000, 60_000 * 256, 1)
+    assert evaluate.workload.key == "cifar_resnet/resnet32/infer/b512/3x32x32/fp32"
+    assert evaluate.steps == 61 * (math.ceil(5000 / 512) + math.ceil(10_000 / 512))
+    assert evaluate.examples == 61 * 15_000
+
+
+def test_a_random_configuration_takes_its_drawn_batch_size():
+    size = cost.dataset_sizes(["Lost"], None, "/nonexistent")["Lost"]
+    for h in range(1, 6):
+        args = protocol.run_args("Lost", "CC", arch="mlp", hparams_seed=h, trial_seed=1, steps=10_000,
+                                 checkpoint_freq=1000)
+        batch = hparams_for("CC", "mlp", hparams_seed=h, trial_seed=1, dataset="Lost")["batch_size"]
+        train = cost.run_work(size, args)[0]
+        assert train.workload.batch == batch and train.steps == 10_000 and train.examples == 10_000 * batch
+
+
+@pytest.mark.parametrize("algorithm,views", [("PRODEN", 1), ("CC", 1), ("IDGP", 1), ("PiCO", 2), ("ABLE", 2),
+                                             ("CRDPLL", 2), ("ALIM", 2), ("PiCO_plus", 2), ("DIRK", 3)])
+def test_views_are_those_the_algorithm_builds(algorithm, views):
+    size = cost.dataset_sizes(["PLDigits-Vaguest"], "image", None)["PLDigits-Vaguest"]
+    args = protocol.run_args(size.name, algorithm, arch="digits_cnn", hparams_seed=0, trial_seed=0, steps=10,
+                             checkpoint_freq=5, hparams_overrides={"batch_size": 32, "moco_queue": 256})
+    train = cost.run_work(size, args)[0]
+    assert train.views == views
+    # what protocol.make_batch computes for this algorithm: the Batch fields that are not left empty
+    data = protocol.run_data(load_pll_dataset(size.name, modality="image"), 0)
+    batch = protocol.make_batch(data, torch.arange(4), ALGORITHMS[algorithm].views, "cpu")
+    assert sum(getattr(batch, f).numel() > 0 for f in protocol.VIEWS) == views
+    tabular = cost.dataset_sizes(["PLDigits-Vaguest"], None, None)["PLDigits-Vaguest"]
+    if ALGORITHMS[algorithm].tabular:
+        assert cost.run_work(tabular, {**args, "arch": "mlp"})[0].views == 1
+
+
+def test_image_algorithms_views_agree_with_the_workload_registry():
+    for name, (_, _, augment) in PLENCH_IMAGE_PASSES.items():
+        assert "_".join(ALGORITHMS[name].views) == augment, name
+
+
+def test_stacked_mlp_steps_refresh_every_member():
+    """``train_runs_batched`` re-forwards the batch for every member: CC's stacked steps gain a no-grad forward."""
+    size = cost.dataset_sizes(["PLDigits-Vaguest"], None, None)["PLDigits-Vaguest"]
+    args = protocol.run_args(size.name, "CC", arch="mlp", hparams_seed=0, trial_seed=0, steps=40, checkpoint_freq=20)
+    alone, stacked = cost.run_work(size, args), cost.run_work(size, args, stacked=True)
+    assert [w.workload.phase for w in alone] == ["train", "infer"]
+    assert [w.workload.phase for w in stacked] == ["train", "infer", "infer"] and stacked[1].steps == 40
+
+
+def test_valen_phases_cover_every_step():
+    size = cost.dataset_sizes(["Lost"], None, "/nonexistent")["Lost"]
+    hp = hparams_for("VALEN", "mlp")
+    phases = cost.step_passes("VALEN", hp.__getitem__, compat=True, steps=10_000, n_train=size.train)
+    assert sum(p.steps for p in phases) == 10_000
+    assert [p.what for p in phases] == ["warm-up", "feature collection", "kNN graph", "variational"]
+    assert phases[0].steps == hp["warm_up"] and phases[1].steps == math.ceil(size.train / hp["batch_size"] + 1)
+
+
+# -- sizes ------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name,modality", [("digits-USS", None), ("PLDigits-Aggregate", "image"),
+                                           ("synthetic-manyclass", None)])
+def test_registry_sizes_are_the_stand_ins_sizes(name, modality):
+    ds = load_pll_dataset(name, modality=modality)
+    size = cost.dataset_sizes([name], modality, None)[name]
+    split = plench_split(ds, 3)
+    assert (size.examples, size.classes, size.steps) == (len(ds), ds.num_classes, ds.steps)
+    assert size.input_shape == protocol.run_data(ds, 3).input_shape
+    assert (size.train, size.val, size.test) == (len(split["train"]), len(split["val"]), len(split["test"]))
+    assert size.width == protocol.data_width(ds)
+
+
+def test_registry_has_a_size_for_every_dataset():
+    for spec in PLL_DATASETS.values():
+        assert spec.examples and spec.features and spec.classes, spec.name
+
+
+def test_the_training_arm_trains_on_training_and_validation_rows():
+    ds = load_pll_dataset("digits-USS")
+    size = cost.dataset_sizes(["digits-USS"], None, None)["digits-USS"].validation_in_training()
+    moved = reports.validation_as_training(ds, 1)
+    split, original = plench_split(moved, 1), plench_split(ds, 1)
+    assert (size.examples, size.train, size.val, size.test) == (
+        len(moved), len(split["train"]), len(split["val"]), len(moved.test[1]))
+    assert size.train == len(original["train"]) + len(original["val"])
+
+
+@pytest.mark.parametrize("holdout", [0.1, 0.2, 0.33])
+def test_validation_as_training_finds_the_smallest_layout(holdout):
+    """Its search starts under a bound instead of at ``wanted``: the same row count as counting up from there."""
+    test = (np.empty((5, 0)), np.zeros(5))
+    for wanted in range(1, 300, 17):
+        n = wanted
+        while len(reports._split_size(n, test, 0, holdout)["train"]) < wanted:
+            n += 1
+        start = max(wanted, int((wanted - 1) / (1 - holdout)) - 1)
+        assert start <= n
+
+
+# -- identities = the keys the executing code logs --------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore:train_runs_batched")
+def test_planned_identities_are_the_keys_the_sweep_logs(tmp_path, monkeypatch):
+    log = tmp_path / "runs.jsonl"
+    monkeypatch.setenv(runlog.ENV, str(log))
+    grid = protocol.Grid(("PRODEN", "PC"), n_hparams=2, n_trials=1, arch="mlp", checkpoint_freq=2, steps=3,
+                         batched=True)
+    ds = load_pll_dataset("digits-USS")
+    for _ in range(2):  # trains, then finds them done
+        protocol.sweep_grids([grid], [ds], out_dir=tmp_path / "records")
+    planned = cost.sweep_runs("02_tabular", cost.RECORDS, grid, cost.dataset_sizes(["digits-USS"], None, None))
+    logged = runlog.summarise(log)["plench-run"]
+    assert logged["runs"] == logged["built"] == logged["loaded"] + 4 == 4
+    assert {r.identity for r in planned} == {cost.identity("02_tabular", "records", e["key"])
+                                             for e in runlog.read_log(log)}
+    assert {r.identity.rsplit("/", 1)[1] for r in planned} == {p.name for p in (tmp_path / "records").iterdir()
+                                                                if not p.name.startswith(".")}
+
+
+def test_training_arm_speedup_and_compat_check_keys(tmp_path, monkeypatch):
+    log = tmp_path / "runs.jsonl"
+    monkeypatch.setenv(runlog.ENV, str(log))
+    cfg = notebook_settings("plench", "04_validation_use", "smoke",
+                            {"algorithms": ["CC"], "n_hparams": 1, "n_trials": 1, "steps": 2, "checkpoint_freq": 1,
+                             "datasets": ["PLDigits-Vaguest"]})
+    ds = load_pll_dataset("PLDigits-Vaguest")
+    reports.validation_use_arms({ds.name: ds}, cfg, out_dir=tmp_path)
+    planned = cost.plan("04_validation_use", cfg, {"data_dir": None})
+    keys = {(e["kind"], e["key"]) for e in runlog.read_log(log)}
+    assert {(r.kind, r.identity.rsplit("/", 1)[1]) for r in planned} == keys
+
+    log.unlink()
+    spec = {"dataset": ds.name, "algorithm": "PRODEN", "configs": 2, "steps": 2, "batch_sizes": [32]}
+    reports.batched_speedup({ds.name: ds}, spec, checkpoint_freq=1)
+    cfg = notebook_settings("plench", "02_tabular", "smoke", {"datasets": [ds.name], "speedup": spec,
+                                                              "checkpoint_freq": 1})
+    planned = cost.speedup_runs("02_tabular", cfg, cost.dataset_sizes([ds.name], None, None))
+    assert [r.identity.rsplit("/", 1)[1] for r in planned] == [e["key"] for e in runlog.read_log(log)]
+    # 3 warm-up runs of 2 steps, then 2 configurations x 2 steps alone and stacked (PRODEN stacks)
+    assert sum(w.steps for w in planned[0].work if w.workload.phase == "train") == 3 * 2 + 2 * 2 * 2
+
+    log.unlink()
+    image = load_pll_dataset("PLDigits-Vaguest", modality="image")
+    overrides = {"ALIM": {"batch_size": 32, "moco_queue": 256}}
+    reports.compat_confidences(image, ["ALIM"], arch="digits_cnn", steps=2, overrides=overrides)
+    calls = reports.compat_check_calls(["ALIM"], arch="digits_cnn", steps=2, overrides=overrides)
+    assert [reports.compat_check_key(image.name, c) for c in calls] == [e["key"] for e in runlog.read_log(log)]
+
+
+def test_the_digits_cnn_workload_steps():
+    size = cost.dataset_sizes(["PLDigits-Vaguest"], "image", None)["PLDigits-Vaguest"]
+    w = cost.workload(size, "digits_cnn", "train", 8, algorithm="DIRK", passes=2, nograd=2)
+    assert w.key == ("plench_digits_cnn/digits_cnn/train/b8/1x8x8/fp32/"
+                     "augment=weak_strong_distill,nograd=2,optimizer=adam,views=2")
+    from shared import workloads
+
+    step = workloads.build(w, "cpu")
+    step()
+    assert step.samples == 8
