@@ -428,6 +428,9 @@ def write_yaml_atomic(path: Path, data: dict) -> None:
         with os.fdopen(fd, "w") as f:
             f.write(f"# written by python -m shared.gpu_check ({now_iso()}); see shared/gpu_check.py for the fields\n")
             yaml.safe_dump(data, f, sort_keys=False, default_flow_style=None, width=120)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600: give the file the usual permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
