@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
-from typing import Any
 
 from benchmark_n import camus, camus_files, formats, maskrcnn, plans, quality, tiny_seg
 from benchmark_n.runs import (
@@ -53,6 +52,7 @@ from benchmark_n.runs import (
 from shared.cache import code_fingerprint, params_key
 from shared.cost import PlannedRun, Work
 from shared.errors import ConfigError, unknown_choice
+from shared.workloads import ProposedWorkload, planned_workload
 
 PROBABILITY_BATCH = 16  # tiny_seg._probabilities: val predictions and logged losses in batches of 16
 CAMUS_PREDICT_BATCH = 32  # camus.predict
@@ -61,33 +61,10 @@ GROUNDING_DINO_INPUT = (3, 800, 1333)  # transformers' GroundingDinoProcessor: s
 
 
 # ------------------------------------------------------------------------------------------------ workloads
-@dataclass(frozen=True)
-class ProposedWorkload:
-    """A step kind ``shared.workloads`` has no family for yet: the fields and key of ``shared.workloads.Workload``,
-    so a calibration that measures it prices it; without one ``shared.cost`` shows it unpriced."""
-
-    family: str
-    arch: str
-    phase: str
-    batch: int
-    shape: tuple[int, ...]
-    precision: str = "fp32"
-    options: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def key(self) -> str:
-        head = f"{self.family}/{self.arch}/{self.phase}/b{self.batch}/{'x'.join(map(str, self.shape))}/{self.precision}"
-        return head + ("/" + ",".join(f"{k}={v}" for k, v in self.options) if self.options else "")
-
-
 def workload(family: str, arch: str, phase: str, batch: int, shape: tuple, precision: str = "fp32", **options):
-    """``shared.workloads.Workload`` when its family and architecture are registered there, else a
-    ``ProposedWorkload`` (e.g. the rehearsal's Mask R-CNN with a ResNet-18 backbone)."""
-    from shared import workloads
-
-    if family in workloads.FAMILIES and arch in workloads.FAMILIES[family].archs:
-        return workloads.Workload(family, arch, phase, int(batch), tuple(shape), precision, options)
-    return ProposedWorkload(family, arch, phase, int(batch), tuple(shape), precision, tuple(sorted(options.items())))
+    """``shared.workloads.planned_workload``: a ``Workload``, or a ``ProposedWorkload`` for a kind not registered there
+    (e.g. the rehearsal's Mask R-CNN with a ResNet-18 backbone)."""
+    return planned_workload(family, arch, phase, batch, shape, precision, **options)
 
 
 def sam_embeddings(images: int, what: str) -> Work:

@@ -56,6 +56,7 @@ from typing import Any
 from shared.cache import params_key
 from shared.cost import PlannedRun, Work
 from shared.errors import ConfigError, DataNotFoundError, unknown_choice
+from shared.workloads import ProposedWorkload, planned_workload
 
 VOTER, VOTES, DOWNSTREAM = "ciln-voter", "ciln-votes", "ciln-downstream"
 PSEUDO_HUMAN, RATERS, RELEASE = "ciln-pseudo-human", "ciln-fallible-raters", "ciln-plidn-release"
@@ -236,35 +237,9 @@ def _dataset(name: str, data_dir: str) -> Data:
 
 
 # ------------------------------------------------------------------------------------------ workloads
-@dataclass(frozen=True)
-class ProposedWorkload:
-    """A step kind ``shared.workloads`` has no family or architecture for yet: the same fields and key format as
-    ``Workload``, so ``shared.cost`` counts its steps (and shows it unpriced)."""
-
-    family: str
-    arch: str
-    phase: str
-    batch: int
-    shape: tuple[int, ...]
-    precision: str = "fp32"
-    options: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def key(self) -> str:
-        head = f"{self.family}/{self.arch}/{self.phase}/b{self.batch}/{'x'.join(map(str, self.shape))}/{self.precision}"
-        return head + ("/" + ",".join(f"{k}={v}" for k, v in self.options) if self.options else "")
-
-
 def workload(family: str, arch: str, phase: str, batch: int, shape, precision: str = "fp32", **options):
-    """A ``shared.workloads.Workload``, or a ``ProposedWorkload`` where the family or the architecture is not
-    registered (bad options of a registered one still raise)."""
-    from shared.workloads import FAMILIES, Workload
-
-    shape = tuple(int(s) for s in shape)
-    if family in FAMILIES and arch in FAMILIES[family].archs:
-        return Workload(family, arch, phase, int(batch), shape, precision, options)
-    return ProposedWorkload(family, arch, phase, int(batch), shape, precision,
-                            tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items())))
+    """``shared.workloads.planned_workload``: a ``Workload``, or a ``ProposedWorkload`` for a kind not registered."""
+    return planned_workload(family, arch, phase, batch, shape, precision, **options)
 
 
 def _batches(rows: int, batch: int) -> int:

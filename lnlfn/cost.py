@@ -50,7 +50,12 @@ from functools import lru_cache, partial
 import numpy as np
 
 from shared.cost import PlannedRun, Work
-from shared.errors import ConfigError, DataFormatError, DataNotFoundError, unknown_choice
+from shared.errors import (
+    ConfigError,
+    DataFormatError,
+    DataNotFoundError,
+    unknown_choice,
+)
 
 # lnlfn.scoring.holdout_probs's cache kind, a literal there: scoring.py is left as it is, since its source is part
 # of every head's and fine-tuning run's cache key (editing it would rebuild them all)
@@ -80,7 +85,12 @@ def _plan_data_and_noising(cfg, data_dir) -> list[PlannedRun]:
 def _plan_noise_realism(cfg, data_dir) -> list[PlannedRun]:
     """01 (Fig. 3, Table 5): per dataset, method, level and seed one sweep of ``cfg.configs`` (the paper: one
     DeBERTa run per setting, 8 levels x 5 methods on TweetNLP), plus the ``kde_configs`` sweep at the kde level."""
-    from lnlfn.pages.noise_realism import is_kde_level, realism_cases, realism_configs, realism_noise
+    from lnlfn.pages.noise_realism import (
+        is_kde_level,
+        realism_cases,
+        realism_configs,
+        realism_noise,
+    )
 
     configs, kde_configs = realism_configs(cfg)
     data = {name: load_data(name, data_dir) for name in cfg.datasets}

@@ -55,19 +55,20 @@ NoisywikiHow method autocasts it: every base-model step is clipped, through ``Me
 (the checkpoint's name as arch, ``num_labels`` 158, or ``task: seq2seq`` for T5 writing its labels) at (128,)
 (``plm.MAX_LENGTH``; the full-length worst case of dynamic padding), bf16 when ``bf16`` is set and the run is on a GPU
 (``device`` cuda, or auto in the full profile). The BiLSTM: ``bilstm`` (not a family of ``shared.workloads`` yet;
-planned with a ``PendingWorkload`` until one is registered, and unpriced until then).
+planned with a ``ProposedWorkload`` until one is registered, and unpriced until then).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from shared.cost import PlannedRun, Work
 from shared.errors import ConfigError, DataNotFoundError, unknown_choice
+from shared.workloads import ProposedWorkload, planned_workload
 
 EVAL_BATCH = 512  # shared.training.predict_logits' batch: Method.evaluate, per_sample_loss, SEAL's softmax, decoupling
 ENCODE_BATCH = 64  # shared.text.encoders.embed's default batch_size (noisywikihow.features does not set it)
@@ -282,14 +283,9 @@ def run_plan(features: Features, spec, training, bench: BenchSizes, gpu: bool) -
 
 def run_work(features: Features, spec, training, bench: BenchSizes, gpu: bool) -> tuple[tuple[Work, ...], int]:
     """(the steps of ``train_run(data, spec, training)``, its training epochs), as ``shared.methods`` takes them."""
-    from noisywikihow import hparams
+    from noisywikihow.experiments import method_schedule
 
-    if spec.model == "bilstm":
-        training = replace(training, epochs=training.bilstm_epochs)
-    if spec.generative(training) and spec.method != "base":
-        raise ConfigError(f"T5 writing its labels (t5_generative: true) trains with the base method only, as the official "
-                          f"code; set t5_generative: false to fine-tune T5 with a classification head for {spec.method!r}")
-    name, kwargs, epochs = hparams.method_config(spec.method, spec.kind, spec.level, training)
+    training, name, kwargs, epochs = method_schedule(spec, training)
     epochs = epochs or training.epochs
     total = epochs * kwargs["rounds"] if name == "seal" else epochs  # SEAL: epochs per round
     n, B = bench.n_train, training.batch_size
@@ -377,33 +373,10 @@ def _head_workload(features: Features, spec, training, bench: BenchSizes, name: 
 
 
 # ------------------------------------------------------------------------------------------ workloads
-@dataclass(frozen=True)
-class PendingWorkload:
-    """A workload of a family ``shared.workloads`` does not register yet (the BiLSTM): the same fields and key
-    format, so it is listed, and priced once the family exists."""
-
-    family: str
-    arch: str
-    phase: str
-    batch: int
-    shape: tuple[int, ...]
-    precision: str = "fp32"
-    options: tuple = ()
-
-    @property
-    def key(self) -> str:
-        head = f"{self.family}/{self.arch}/{self.phase}/b{self.batch}/{'x'.join(map(str, self.shape))}/{self.precision}"
-        return head + ("/" + ",".join(f"{k}={v}" for k, v in self.options) if self.options else "")
-
-
 def workload(family: str, arch: str, phase: str, batch: int, shape: tuple, precision: str, options=None):
-    """A ``shared.workloads.Workload``, or a ``PendingWorkload`` for a family it does not register."""
-    from shared import workloads
-
-    shape = tuple(int(s) for s in shape)
-    if family not in workloads.FAMILIES:
-        return PendingWorkload(family, arch, phase, int(batch), shape, precision, tuple(sorted((options or {}).items())))
-    return workloads.Workload(family, arch, phase, int(batch), shape, precision, dict(options or {}))
+    """``shared.workloads.planned_workload``: a ``Workload``, or a ``ProposedWorkload`` for a family not registered
+    there yet (the BiLSTM)."""
+    return planned_workload(family, arch, phase, batch, shape, precision, **(options or {}))
 
 
 def on_gpu(device: str, profile: str) -> bool:
@@ -457,5 +430,5 @@ def _plm_width(encoder: str) -> int:
     return int(sizes.get("hidden_size") or sizes.get("d_model") or sizes.get("n_embd"))
 
 
-__all__ = ["BenchSizes", "Features", "PendingWorkload", "benchmark_sizes", "data_run", "embedding_run", "features_of",
+__all__ = ["BenchSizes", "Features", "ProposedWorkload", "benchmark_sizes", "data_run", "embedding_run", "features_of",
            "noise_embedding_runs", "on_gpu", "plan", "run_plan", "run_work", "workload"]

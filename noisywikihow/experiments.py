@@ -65,12 +65,12 @@ class Training:
     device: str = "auto"  # resolved where the run trains (a Slurm job's node), not where it is submitted
 
     @classmethod
-    def from_settings(cls, settings, device: str = "auto") -> "Training":
+    def from_settings(cls, settings, device: str = "auto") -> Training:
         names = {f.name for f in fields(cls)} - {"device"}
         values = {k: (tuple(v) if k == "hidden" else v) for k, v in settings.items() if k in names}
         return cls(**values, device=device)
 
-    def key(self, spec: "RunSpec") -> dict:
+    def key(self, spec: RunSpec) -> dict:
         """The settings that can change ``spec``'s run (its cache key): not the device, and a method's or model's
         own settings only for that method or model, so runs are shared across pages that set them differently."""
         drop = {"device"}
@@ -171,11 +171,11 @@ class FeatureData:
             out[f"train_X_{name}"], out[f"train_y_{name}"] = X, y
         return out
 
-    def hollow(self) -> "FeatureData":
+    def hollow(self) -> FeatureData:
         """This without its arrays: what a job is sent (it reads the arrays from the cache, ``filled``)."""
         return replace(self, train={name: None for name in self.train}, val=(), test=(), test_source=np.array([]))
 
-    def filled(self, arrays: dict) -> "FeatureData":
+    def filled(self, arrays: dict) -> FeatureData:
         return replace(self, train={n: (arrays[f"train_X_{n}"], arrays[f"train_y_{n}"]) for n in self.train},
                        val=(arrays["val_X"], arrays["val_y"]), test=(arrays["test_X"], arrays["test_y"]),
                        test_source=arrays["test_source"].astype(object))
@@ -223,6 +223,18 @@ def _tensor(X: np.ndarray) -> torch.Tensor:
     return torch.as_tensor(X) if np.issubdtype(X.dtype, np.integer) else torch.as_tensor(X, dtype=torch.float32)
 
 
+def method_schedule(spec: RunSpec, training: Training) -> tuple[Training, str, dict, int | None]:
+    """(the run's training settings, its method's name, keyword arguments and epochs) for ``train_run`` and the cost
+    plan (``noisywikihow.cost``): the BiLSTM trains its own epochs, T5 writing its labels trains the base method only."""
+    if spec.model == "bilstm":
+        training = replace(training, epochs=training.bilstm_epochs)
+    if spec.generative(training) and spec.method != "base":
+        raise ConfigError(f"T5 writing its labels (t5_generative: true) trains with the base method only, as the official "
+                          f"code; set t5_generative: false to fine-tune T5 with a classification head for {spec.method!r}")
+    name, kwargs, epochs = hparams.method_config(spec.method, spec.kind, spec.level, training)
+    return training, name, kwargs, epochs
+
+
 def train_run(data: FeatureData, spec: RunSpec, training: Training) -> dict:
     """Train one run; returns its history columns (``h_<column>``) and per-sample losses as arrays."""
     if spec.model not in MODELS:
@@ -234,12 +246,7 @@ def train_run(data: FeatureData, spec: RunSpec, training: Training) -> dict:
     if tokens != (spec.model in ("plm", "bilstm")):
         raise ConfigError(f"model {spec.model!r} cannot read {data.encoder!r} "
                           f"{'token ids' if tokens else 'features'}: {MODELS[spec.model]}")
-    if spec.model == "bilstm":
-        training = replace(training, epochs=training.bilstm_epochs)
-    if spec.generative(training) and spec.method != "base":
-        raise ConfigError(f"T5 writing its labels (t5_generative: true) trains with the base method only, as the official "
-                          f"code; set t5_generative: false to fine-tune T5 with a classification head for {spec.method!r}")
-    name, kwargs, epochs = hparams.method_config(spec.method, spec.kind, spec.level, training)
+    training, name, kwargs, epochs = method_schedule(spec, training)
     make = partial(_make_model, spec.model, X.shape[1], data.class_names, tuple(training.hidden), data.model_path,
                    training.bf16, spec.generative(training))
     method = make_method(name, make, data.num_classes, training.setup(spec.seed, epochs, hparams.grad_clip(spec.method), hparams.eval_net(spec.method)),
@@ -343,5 +350,18 @@ def scores(runs: list[RunResult], selections=("peak", "val"), prefix: str = "tes
     return pd.DataFrame(rows)
 
 
-__all__ = ["MODELS", "SELECTIONS", "Training", "RunSpec", "RunResult", "FeatureData", "feature_data", "train_run",
-           "run_params", "run_key", "data_params", "run_grid", "scores"]
+__all__ = [
+    "MODELS",
+    "SELECTIONS",
+    "FeatureData",
+    "RunResult",
+    "RunSpec",
+    "Training",
+    "data_params",
+    "feature_data",
+    "run_grid",
+    "run_key",
+    "run_params",
+    "scores",
+    "train_run",
+]

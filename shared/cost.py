@@ -34,14 +34,15 @@ import importlib.util
 import json
 import math
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import yaml
 
 from shared.errors import ConfigError
 from shared.paths import REPO_ROOT
+from shared.progress import progress
 
 CALIBRATION_DIR = REPO_ROOT / "shared" / "calibration"
 DEFAULT_UTILIZATION = 0.35  # of bf16 dense peak, for workloads a device has not measured: typical of small CNNs
@@ -117,7 +118,7 @@ class Calibration:
     source: str = ""
 
     @classmethod
-    def load(cls, slug: str, directory: Path = CALIBRATION_DIR) -> "Calibration":
+    def load(cls, slug: str, directory: Path = CALIBRATION_DIR) -> Calibration:
         path = directory / f"{slug}.yaml"
         if not path.exists():
             if slug not in PEAK_TFLOPS:
@@ -188,7 +189,7 @@ def price(plans: dict[str, list[PlannedRun]], calibration: Calibration, *,
     """Price ``{notebook key: planned runs}`` (in batch order) on ``calibration``; shared runs are charged once."""
     seen: set[tuple[str, str]] = set()
     out = {}
-    for key, runs in plans.items():
+    for key, runs in progress(plans.items(), desc="pricing (FLOPs counted once per workload)", total=len(plans)):
         p = Priced(key)
         distinct = {}
         for run in runs:
@@ -239,7 +240,8 @@ def plan_batch(jobs: Iterable[dict], profile: str) -> dict[str, list[PlannedRun]
     from shared.profiles import notebook_settings
 
     plans = {}
-    for job in jobs:
+    jobs = list(jobs)
+    for job in progress(jobs, desc="planning notebooks"):
         planner = paper_planner(job["paper"])
         params = dict(job["parameters"])
         settings = params.get("settings") or {}

@@ -66,7 +66,7 @@ def hours_text(hours: float) -> str:
 def flops_text(flops: float) -> str:
     if not flops:
         return "—"
-    exponent = int(math.floor(math.log10(flops)))
+    exponent = math.floor(math.log10(flops))
     return f"{flops / 10 ** exponent:.1f}e{exponent}"
 
 
@@ -98,14 +98,14 @@ def reproduce_line(costs: FullProfileCosts | None, paper: str, stem: str) -> str
 def cost_page(costs: FullProfileCosts, catalogs: list[PaperCatalog]) -> str:
     """The "What a full run costs" page (MyST)."""
     bf16 = costs.calibration.peak_tflops.get("bf16", math.nan)
-    lines = ["# What a full run costs", "",
-             "Before renting a GPU for a paper's full profile, this page says what it will take. Every run the "
+    intro = ("Before renting a GPU for a paper's full profile, this page says what it will take. Every run the "
              "full profile's notebooks would make is enumerated by the same code the notebooks call "
              "(`python -m shared.cost --profile full`), its steps are counted, and each step is priced: "
              f"{how_priced(costs)}. Runs two pages share (a paper's voter pools, its training runs) are paid once. "
              f"The **FLOP bound** is the same FLOPs at the full bf16 peak ({bf16:g} TFLOP/s): no implementation "
              "is faster, so *projection / bound* says how far ours is from the hardware. Work without a GPU step "
-             "(scikit-learn fits, corruptions, COCO evaluation) is counted but not priced.", "",
+             "(scikit-learn fits, corruptions, COCO evaluation) is counted but not priced.")
+    lines = ["# What a full run costs", "", intro, "",
              "| paper | runs | steps | FLOPs | projected | FLOP bound | at 50 % of peak | the paper reports |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
     total_hours = total_flops = 0.0
@@ -118,9 +118,9 @@ def cost_page(costs: FullProfileCosts, catalogs: list[PaperCatalog]) -> str:
                      f"{sum(p.steps for p in ps):,} | {flops_text(flops)} | {hours_text(hours)} | "
                      f"{hours_text(flop_bound_hours(flops, bf16))} | "
                      f"{hours_text(flop_bound_hours(flops, bf16, BOUND_UTILIZATION))} | {reported} |")
-    lines += [f"| **all five** | | | {flops_text(total_flops)} | **{hours_text(total_hours)}** | "
-              f"{hours_text(flop_bound_hours(total_flops, bf16))} | "
-              f"{hours_text(flop_bound_hours(total_flops, bf16, BOUND_UTILIZATION))} | |", ""]
+    lines += [(f"| **all five** | | | {flops_text(total_flops)} | **{hours_text(total_hours)}** | "
+               f"{hours_text(flop_bound_hours(total_flops, bf16))} | "
+               f"{hours_text(flop_bound_hours(total_flops, bf16, BOUND_UTILIZATION))} | |"), ""]
     lines += ["## What each paper says it cost", ""]
     for catalog in catalogs:
         if catalog.compute:

@@ -341,6 +341,36 @@ def family(name: str) -> Family:
     return FAMILIES[name]
 
 
+@dataclass(frozen=True)
+class ProposedWorkload:
+    """A step kind with no family (or architecture) here yet: ``Workload``'s fields and key format, so a plan counts
+    its steps, ``shared.cost`` shows it unpriced, and a calibration that measures the key prices it."""
+
+    family: str
+    arch: str
+    phase: str
+    batch: int
+    shape: tuple[int, ...]
+    precision: str = "fp32"
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def key(self) -> str:
+        head = f"{self.family}/{self.arch}/{self.phase}/b{self.batch}/{'x'.join(map(str, self.shape))}/{self.precision}"
+        return head + ("/" + ",".join(f"{k}={v}" for k, v in self.options) if self.options else "")
+
+
+def planned_workload(family: str, arch: str, phase: str, batch: int, shape, precision: str = "fp32",
+                     **options) -> Workload | ProposedWorkload:
+    """The ``Workload`` a planner means, checked like any other (bad options of a registered family raise), or a
+    ``ProposedWorkload`` where the family or the architecture is not registered yet (``shared.cost``'s planners)."""
+    shape = tuple(int(s) for s in shape)
+    if family in FAMILIES and arch in FAMILIES[family].archs:
+        return Workload(family, arch, phase, int(batch), shape, precision, options)
+    return ProposedWorkload(family, arch, phase, int(batch), shape, precision,
+                            tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items())))
+
+
 def build(w: Workload, device="cpu") -> Step:
     """``w``'s step on ``device`` ("cpu", "cuda", "cuda:1", "meta" or a torch.device)."""
     torch = _torch()
@@ -1371,6 +1401,7 @@ __all__ = [
     "VIT_MODELS",
     "Calibration",
     "Family",
+    "ProposedWorkload",
     "Step",
     "TextModel",
     "Workload",
@@ -1381,6 +1412,7 @@ __all__ = [
     "flops_cache_path",
     "known_flops",
     "load_calibration",
+    "planned_workload",
     "register",
     "text_config",
     "text_model",
