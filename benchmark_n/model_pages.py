@@ -137,7 +137,7 @@ class NoiseAblation(ModelPage):
 
     def figure(self):
         trained = set(zip(self.summary["name"], self.summary["tier"]))
-        ran = self.comparison[[(o, l) in trained for o, l in zip(self.comparison["operation"], self.comparison["level"])]]
+        ran = self.comparison[[(o, lv) in trained for o, lv in zip(self.comparison["operation"], self.comparison["level"])]]
         ran = ran.assign(setting=ran["operation"] + " " + ran["level"], ours=pd.to_numeric(ran["ours"]))
         metrics = ["mask_AP_retained", "boundary_AP_retained"]
         frame = ran.pivot_table(index="setting", columns="metric", values="ours", sort=False, dropna=False)
@@ -361,8 +361,10 @@ class WeakAnnotations(ModelPage):
         detector, options, threshold = self.text_setting()
         if detector == "stand_in":
             options = {**options, "train": grounded.stand_in_train(self.recipe)}
-        logged = lambda seed, seconds: log_run(plans.TEXT_KIND, plans.logged_key(plans.TEXT_KIND, plans.text_params(
-            self.cfg, self.data_dir, self.recipe, seed)), built=True, seconds=seconds)
+        def logged(seed, seconds):
+            log_run(plans.TEXT_KIND, plans.logged_key(plans.TEXT_KIND, plans.text_params(
+                self.cfg, self.data_dir, self.recipe, seed)), built=True, seconds=seconds)
+
         return grounded.text_prompt_quality(self.val, detector, self.cfg.annotator, self.cfg.seeds,
                                             detector_options=options, score_threshold=threshold,
                                             checkpoint=self.sam_checkpoint, on_label_set=logged)

@@ -512,7 +512,9 @@ def wan_claims(quality: pd.DataFrame, summary: pd.DataFrame, sam_rows: pd.DataFr
     text-prompted labels (tier "text") scores below those on box and point labels (Table 4) and loses more than a
     third of its clean mask and box AP (Table 5)."""
     means = quality.groupby("prompt")["mask_AP"].mean() if len(quality) else pd.Series(dtype=float)
-    get = lambda k: 100 * means.get(k, float("nan"))
+    def get(k):
+        return 100 * means.get(k, float("nan"))
+
     box, box_noisy, point, point_random = (get(k) for k in ("box", "box_noisy", "point_center_bbox",
                                                              "point_random_in_mask"))
     text = get("text")

@@ -24,7 +24,9 @@ MODEL_PAGES = ("03_train_eval", "04_noise_ablation", "05_class_noise", "06_lnl",
 
 def _splits(notebook: str, cfg) -> list[Need]:
     dataset = cfg.dataset
-    root = lambda data_dir: Path(data_dir) / (cfg.get("dataset_dir") or dataset)
+    def root(data_dir):
+        return Path(data_dir) / (cfg.get("dataset_dir") or dataset)
+
     if notebook not in ONE_SPLIT:
         return [Need(f"{dataset} {split} annotations and images",
                      lambda data_dir, split=split: formats.locate_split(root(data_dir), dataset, split))

@@ -383,7 +383,9 @@ def run_grid(recipe: DataRecipe, specs, training: Training, *, executor=None,
         todo = [s for s in specs
                 if cache.lookup(CACHE_KIND, _params(recipe, s, training), code=_code(training), fmt="json") is None]
         if todo:
-            key = lambda task: [run_key(*task)]
+            def key(task):
+                return [run_key(*task)]
+
             map_jobs(partial(_cached_run, cache_root=str(cache.root)), [(recipe, s, training) for s in todo],
                      executor=executor, desc="Benchmark-N runs", folder=cache.root / CACHE_KIND / ".submitit",
                      units=key)

@@ -520,8 +520,8 @@ class SweepResult:
         """One row per head: its name, parameters and validation metrics (for a DataFrame)."""
         rank = np.empty(len(self.configs), dtype=int)
         rank[self.order()] = np.arange(1, len(self.configs) + 1)
-        return [{"head": c.name, **c.params(), "val_accuracy": float(a), "val_loss": float(l), "rank": int(r)}
-                for c, a, l, r in zip(self.configs, self.val_accuracy, self.val_loss, rank)]
+        return [{"head": c.name, **c.params(), "val_accuracy": float(a), "val_loss": float(loss), "rank": int(r)}
+                for c, a, loss, r in zip(self.configs, self.val_accuracy, self.val_loss, rank)]
 
 
 def run_sweep(X, labels, configs: Iterable[HeadConfig], *, n_classes: int | None = None, n_folds: int = 5,

@@ -24,7 +24,7 @@ import torch
 
 from plench.selection import approximated_accuracy, covering_rate
 from shared.errors import unknown_choice
-from shared.noise.partial import ambiguity_degree, fps_candidates, fps_matrix, uss_candidates
+from shared.noise.partial import ambiguity_degree, fps_candidates, uss_candidates
 
 
 @dataclass

@@ -231,8 +231,8 @@ PYOD_LABELS = [
 def test_knn_outliers_match_pyod_outputs():
     for row, labels in PYOD_LABELS:
         assert knn_outliers(np.array([row])).astype(int).tolist() == [labels]
-    fives = [(r, l) for r, l in PYOD_LABELS if len(r) == 5]  # many rows at once, as a batch
-    assert knn_outliers(np.array([r for r, _ in fives])).astype(int).tolist() == [l for _, l in fives]
+    fives = [(r, lab) for r, lab in PYOD_LABELS if len(r) == 5]  # many rows at once, as a batch
+    assert knn_outliers(np.array([r for r, _ in fives])).astype(int).tolist() == [lab for _, lab in fives]
     with pytest.raises(ConfigError, match="needs more than 2 values"):
         knn_outliers(np.zeros((1, 2)))
 

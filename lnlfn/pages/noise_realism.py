@@ -192,12 +192,12 @@ def loss_figure(loss_frame: pd.DataFrame, *, loss_max: float, report=None, name:
     for (ax, ax9), dataset in zip(axes, datasets):
         part = loss_frame[loss_frame["dataset"] == dataset]
         for method, rows in part.groupby("method", sort=False):
-            noised_losses = np.concatenate([l[m] for l, m in zip(rows["loss"], rows["noised"])])
+            noised_losses = np.concatenate([loss[m] for loss, m in zip(rows["loss"], rows["noised"])])
             ax.plot(grid, density(noised_losses, grid),
                     label=f"{METHOD_LABELS.get(method, method)} (n={len(noised_losses)})")
             ax9.plot(grid, density(np.concatenate(list(rows["loss"])), grid), label=METHOD_LABELS.get(method, method))
         first = part[part["method"] == part.iloc[0]["method"]]
-        clean_losses = np.concatenate([l[~m] for l, m in zip(first["loss"], first["noised"])])
+        clean_losses = np.concatenate([loss[~m] for loss, m in zip(first["loss"], first["noised"])])
         ax.plot(grid, density(clean_losses, grid), color="black", lw=1.5, label="clean items")
         ax.set(xlabel="loss of the given label", ylabel="density", title=f"Fig. 4/8 analogue: noised items ({dataset})")
         ax9.set(xlabel="loss of the given label", title=f"Fig. 9 analogue: noised and clean pooled ({dataset})")

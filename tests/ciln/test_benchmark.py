@@ -1,5 +1,4 @@
 import numpy as np
-import pandas as pd
 import pytest
 
 from ciln.benchmark import Benchmark, generate_benchmark, instantiation_summary, load_benchmarks, release_filter

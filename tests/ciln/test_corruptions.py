@@ -1,6 +1,5 @@
 import cv2
 import numpy as np
-import pandas as pd
 import pytest
 from skimage.filters import gaussian
 

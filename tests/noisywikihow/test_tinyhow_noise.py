@@ -24,7 +24,9 @@ def test_generation_is_deterministic_and_seeded():
     a, pool_a = generate(0)
     b, pool_b = generate(0)
     c, _ = generate(1)
-    digest = lambda bench: hashlib.sha256("|".join(bench.train.texts).encode()).hexdigest()
+    def digest(bench):
+        return hashlib.sha256("|".join(bench.train.texts).encode()).hexdigest()
+
     assert digest(a) == digest(b) and list(pool_a.texts) == list(pool_b.texts)
     assert digest(a) != digest(c)
 
