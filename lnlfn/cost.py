@@ -34,7 +34,8 @@ texts in chunks of 1,024, batches of 64.
 
 Workloads (``shared.workloads``): ``text_encoder`` with the model's architecture (``text_arch``: the settings'
 hub names, e.g. microsoft/deberta-v3-base -> deberta-v3-base), shape ``(max_length,)``, task ``token`` (TweetNLP,
-12 universal tags) or ``sequence`` and the dataset's classes, fp32 unless the config asks for bf16; MiniLM's
+12 universal tags) or ``sequence`` and the dataset's classes, bf16 where the config's ``bf16`` resolves to it on the
+planned device (``"auto"``, the default: on CUDA; ``params["device"]``, "auto" meaning this machine's), else fp32; MiniLM's
 embeddings as ``text_encoder`` task ``embed`` at its ``max_seq_length``; an MLP head as ``tabular_mlp`` (one hidden
 layer, Adam) on the 384-d embeddings. Logistic-regression heads are scikit-learn fits: counted, not priced.
 """
@@ -44,6 +45,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 
@@ -62,6 +64,9 @@ from shared.errors import (
 HOLDOUT = "lnlfn-holdout"
 MLP_EVAL_BATCH = 4096              # lnlfn.scoring._train_mlp scores in batches of this many rows
 NGRAM_MAX_FEATURES = 50_000        # shared.text.encoders.ngram_features' vocabulary cap (an MLP head's input width)
+# whether the planned notebook trains on CUDA (its ``device`` parameter), set by ``plan`` for the fine-tuning runs'
+# precision and keys (FinetuneConfig.resolved), which sit below several layers of sweep helpers
+_ON_CUDA: ContextVar[bool] = ContextVar("lnlfn_plan_on_cuda", default=False)
 
 
 def plan(notebook: str, cfg, params: dict) -> list[PlannedRun]:
@@ -73,7 +78,23 @@ def plan(notebook: str, cfg, params: dict) -> list[PlannedRun]:
                                      "04_mturk_reanalysis": _plan_mturk_reanalysis, "05_end_to_end": _plan_end_to_end}
     if notebook not in planners:
         raise unknown_choice("LNLFN notebook", notebook, planners)
-    return planners[notebook](cfg, params.get("data_dir"))
+    token = _ON_CUDA.set(on_cuda(params.get("device", "auto")))
+    try:
+        return planners[notebook](cfg, params.get("data_dir"))
+    finally:
+        _ON_CUDA.reset(token)
+
+
+def on_cuda(device) -> bool:
+    """Whether a notebook with this ``device`` parameter trains on CUDA ("auto": if this machine has a GPU)."""
+    device = str(device or "auto")
+    if device == "auto":
+        import torch
+
+        return torch.cuda.is_available()
+    if device == "cpu" or device.startswith("cuda"):
+        return device.startswith("cuda")
+    raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {device!r}")
 
 
 # ------------------------------------------------------------------------------------------ the notebooks
@@ -374,11 +395,12 @@ def head_run(data: Data, labels: Labels, features: tuple, config, rows: str, n_e
 def finetune_run(data: Data, labels: Labels, model: str, config, label: str, data_dir) -> PlannedRun:
     """``finetune_probs``: ``config`` (a FinetuneConfig) fine-tuned on the train split's sequences, scoring val +
     test. ``epochs * ceil(n / batch_size)`` AdamW steps (``lnlfn.finetune._train``), ``ceil(n_eval / 64)``
-    inference batches (``_predict``), sequences truncated at ``config.max_length``; bf16 autocast only when the
-    config asks for it."""
+    inference batches (``_predict``), sequences truncated at ``config.max_length``; bf16 autocast where the
+    config resolves to it on the planned device."""
     from lnlfn.finetune import CACHE_KIND, EVAL_BATCH
 
     n_train, n_eval = data.seqs(train=True), data.seqs(train=False)
+    config = config.resolved(_ON_CUDA.get())
     precision = "bf16" if config.bf16 else "fp32"
     options = {"task": data.task, "num_labels": data.num_classes}
     shape, arch = (config.max_length,), text_arch(model)
@@ -398,6 +420,7 @@ def finetune_identity(data: Data, labels: Labels, model: str, config, data_dir) 
     from shared.cache import code_fingerprint, params_key
     from shared.text.models import resolve_model_dir
 
+    config = config.resolved(_ON_CUDA.get())  # as finetune_probs keys it
     if data.ds is not None and labels.train is not None:
         try:
             path = resolve_model_dir(model, data_dir)

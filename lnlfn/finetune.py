@@ -78,7 +78,12 @@ class FinetuneConfig:
         weight_decay: AdamW weight decay (Trainer default: 0).
         warmup_ratio: share of the optimizer steps spent warming up linearly from 0 (Trainer default: 0).
         max_length: sub-token limit per sequence (longer inputs are truncated; pairs ``longest_first``).
-        bf16: bfloat16 autocast on CUDA (mixed precision; weights and optimizer stay float32). CUDA only.
+        bf16: bfloat16 autocast of the forward passes (mixed precision; weights and optimizer stay float32):
+            "auto" (the default) on CUDA only, so a run on the CPU is the plain float32 run; True needs CUDA;
+            False is float32 everywhere. The paper states no precision; Hugging Face ``Trainer``'s default,
+            which the other defaults follow, is float32: ``bf16=False`` is that behaviour. A config is resolved
+            against its device before it keys the cache (``resolved``), so a key always names the precision
+            the run really used.
     """
 
     lr: float
@@ -88,7 +93,7 @@ class FinetuneConfig:
     weight_decay: float = 0.0
     warmup_ratio: float = 0.0
     max_length: int = 128
-    bf16: bool = False
+    bf16: bool | str = "auto"
 
     def __post_init__(self):
         if isinstance(self.lr, bool) or not (isinstance(self.lr, (int, float, np.number)) and math.isfinite(self.lr)
@@ -102,8 +107,13 @@ class FinetuneConfig:
             raise ConfigError(f"FinetuneConfig.weight_decay must be >= 0, got {self.weight_decay!r}")
         if not 0 <= self.warmup_ratio < 1:
             raise ConfigError(f"FinetuneConfig.warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
-        if not isinstance(self.bf16, bool):
-            raise ConfigError(f"FinetuneConfig.bf16 must be True or False, got {self.bf16!r}")
+        if not (isinstance(self.bf16, bool) or self.bf16 == "auto"):
+            raise ConfigError(f"FinetuneConfig.bf16 must be True, False or 'auto', got {self.bf16!r}")
+
+    def resolved(self, cuda: bool) -> "FinetuneConfig":
+        """This config with ``bf16`` "auto" decided for a device (True on CUDA, False elsewhere): what keys the
+        cache, so a CPU run keeps the key it had before "auto" existed and a GPU run says it used bf16."""
+        return replace(self, bf16=cuda) if self.bf16 == "auto" else self
 
     def params(self) -> dict:
         """All fields as a JSON-able dict (the cache key and the sweep table)."""
@@ -112,7 +122,8 @@ class FinetuneConfig:
     @property
     def name(self) -> str:
         extra = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                 for k, v in self.params().items() if k in _DEFAULTS and v != _DEFAULTS[k]]
+                 for k, v in self.params().items() if k in _DEFAULTS and v != _DEFAULTS[k]
+                 and not (k == "bf16" and v is not True)]  # bf16 named only where a run used it
         return (f"ft(lr={self.lr:.3g}, ep={self.epochs}, bs={self.batch_size}"
                 f"{''.join(', ' + e for e in extra)}, seed={self.seed})")
 
@@ -278,7 +289,7 @@ def _optimizer(model, config: FinetuneConfig):
 def _autocast(device, config: FinetuneConfig):
     import torch
 
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16)
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.resolved(device.type == "cuda").bf16)
 
 
 def _step_loss(model, batch: dict, device, config: FinetuneConfig):
@@ -440,6 +451,7 @@ def finetune_probs(model: str | os.PathLike, train: tuple, eval_items, config: F
     if _n_items(train_items) == 0 or _n_items(eval_items) == 0:
         raise ConfigError("the training items and the eval items must not be empty")
     dev = select_device(device)
+    config = config.resolved(dev.type == "cuda")
     if config.bf16 and dev.type != "cuda":
         raise ConfigError(f"bf16=True needs a CUDA device, but this run is on {dev}; use bf16=False")
     path = resolve_model_dir(model, data_dir)
@@ -570,6 +582,10 @@ def _runs_on_executor(model, train: tuple, texts, configs: tuple, spec, *, cache
     y, k = _labels(train[1], _n_items(train_items), num_labels, "train labels")
     data = _data_params(resolve_model_dir(model, data_dir), train_items, y, eval_items, k, task)
     code = code_fingerprint(finetune_probs)
+    # bf16 "auto" decided for where the jobs train (a Slurm job's GPU, or this machine's device), so the cache
+    # is looked up under the key each job will store its run under
+    cuda = bool(spec.gpus_per_node) if spec.kind == "slurm" else select_device(device).type == "cuda"
+    configs = tuple(c.resolved(cuda) for c in configs)
     keys = {c: params_key(CACHE_KIND, {**data, "config": c.params()}, code) for c in configs}
     cached = {c: _cached_run(store, c, data, keys[c]) if store is not None else None for c in keys}
     found = {c: run for c, run in cached.items() if run is not None}

@@ -32,8 +32,15 @@ step a full batch (``CyclicLoader`` drops the last partial batch); per step the 
 DIRK's student on two views and its teacher on two; VALEN and PiCO+ by phase, ``step_passes``), and the views
 it builds per image (``Algorithm.views``: PRODEN 1 (weak), PiCO 2 (weak, strong), DIRK 3 (+ distill); the
 tabular views are the features themselves: 1). A checkpoint (every ``checkpoint_freq`` steps and the last)
-evaluates the validation and test rows in batches of 512 (``protocol.EVAL_BATCH_SIZE``). Everything runs in
-fp32 (Plench never autocasts).
+evaluates the validation and test rows in batches of 512 (``protocol.EVAL_BATCH_SIZE``).
+
+Precision. A run's precision is the notebook's ``precision`` setting resolved against the device the plan is for
+(``params["device"]``: "cpu", "cuda[:N]" or "auto", which is this machine's: CUDA if available), exactly as the
+notebook resolves it (``protocol.resolve_precision``): "auto" gives bf16 mixed precision on CUDA and fp32
+elsewhere, "fp32" is the official behaviour. A bf16 run names its precision in its ``run_args`` (so its identity
+differs from the fp32 run's, and every CPU run keeps its identity) and its work is priced as bf16 workloads,
+the conv nets channels_last as the protocol keeps them (FLOPs are counted the same way; the rate is the device's
+bf16 one); an fp32 run as fp32 workloads.
 
 Sizes come from the dataset registry (``plench.data.PLL_DATASETS``: Table 5's rows, features and classes,
 PLCIFAR10's 10,000 test images) unless a real dataset's files are present (the rehearsal's stand-ins), which are
@@ -65,56 +72,58 @@ COMPAT_CHECK = reports.COMPAT_CHECK_KIND
 RECORDS, VALIDATION_ARM, TRAINING_ARM_DIR = "records", "records/validation", "records/training"
 IMAGE_ARCHS = ("resnet32", "densenet_bc")      # plench.networks' CIFAR networks: shared.workloads' cifar_resnet
 DIGITS_FAMILY = "plench_digits_cnn"            # the smoke profile's 8x8 CNN (registered below; see the report)
-PRECISION = "fp32"
 
 
 def plan(notebook: str, cfg, params: dict) -> list[PlannedRun]:
     """The runs ``notebook`` (a stem, "03_image") executes under its merged settings ``cfg`` and papermill
-    ``params`` (profile, data_dir, device, settings)."""
+    ``params`` (profile, data_dir, device, settings). ``params["device"]`` (default "auto", the notebooks')
+    resolves the ``precision`` setting, hence the runs' identities and workloads."""
     planners: dict[str, Callable] = {"00_datasets": _plan_nothing, "01_selection_theory": _plan_nothing,
                                      "02_tabular": _plan_tabular, "03_image": _plan_image,
                                      "04_validation_use": _plan_validation_use}
     if notebook not in planners:
         raise unknown_choice("Plench notebook", notebook, planners)
-    return planners[notebook](notebook, cfg, params.get("data_dir"))
+    device = params.get("device") or "auto"
+    protocol.device_type(device)  # an unknown device is a ConfigError here, as in the notebook
+    return planners[notebook](notebook, cfg, params.get("data_dir"), device)
 
 
 # ------------------------------------------------------------------------------------------ the notebooks
-def _plan_nothing(notebook, cfg, data_dir) -> list[PlannedRun]:
+def _plan_nothing(notebook, cfg, data_dir, device) -> list[PlannedRun]:
     """00 (Tables 5, 6, 8, Fig. 2) reads the datasets and the registries; 01 (Prop. 1, Thms. 1-2) is Monte Carlo
     with numpy: nothing is trained or cached."""
     return []
 
 
-def _plan_tabular(notebook, cfg, data_dir) -> list[PlannedRun]:
+def _plan_tabular(notebook, cfg, data_dir, device) -> list[PlannedRun]:
     """02 (Tables 7, 9-16, Fig. 3): per grid of ``tabular_grids`` (the paper: 20 algorithms x 20 configurations x
     5 splits on each of 9 PALM tables, 10,000 or 20,000 steps; plus EXP/MCL fixed), then the batching speed-up."""
     sizes = dataset_sizes(cfg["datasets"], None, data_dir)
     out = []
     for grid in reports.tabular_grids(cfg):
-        out += sweep_runs(notebook, RECORDS, grid, sizes)
-    out += speedup_runs(notebook, cfg, sizes)
+        out += sweep_runs(notebook, RECORDS, grid, sizes, device)
+    out += speedup_runs(notebook, cfg, sizes, device)
     return out
 
 
-def _plan_image(notebook, cfg, data_dir) -> list[PlannedRun]:
+def _plan_image(notebook, cfg, data_dir, device) -> list[PlannedRun]:
     """03 (Tables 1-4): one sweep per network and algorithm (the paper: 26 algorithms x 20 configurations x 3 splits
     on both PLCIFAR10 versions with ResNet-32 and DenseNet, 60,000 steps each), then the PiCO+/ALIM check."""
     sizes = dataset_sizes(cfg["datasets"], "image", data_dir)
     out = []
     for grid in reports.image_grids(cfg):
-        out += sweep_runs(notebook, RECORDS, grid, sizes)
-    out += compat_check_runs(notebook, cfg, sizes)
+        out += sweep_runs(notebook, RECORDS, grid, sizes, device)
+    out += compat_check_runs(notebook, cfg, sizes, device)
     return out
 
 
-def _plan_validation_use(notebook, cfg, data_dir) -> list[PlannedRun]:
+def _plan_validation_use(notebook, cfg, data_dir, device) -> list[PlannedRun]:
     """04 (Fig. 1(a, b)): the "validation" arm's random search and the "training" arm's one run per split."""
     sizes = dataset_sizes(cfg["datasets"], cfg["modality"], data_dir)
     grid, common = reports.validation_use_grid(cfg)
-    out = sweep_runs(notebook, VALIDATION_ARM, grid, sizes)
+    out = sweep_runs(notebook, VALIDATION_ARM, grid, sizes, device)
     stubs = [size.stub() for size in sizes.values()]
-    for args in reports.validation_training_args(stubs, list(cfg["algorithms"]), **common):
+    for args in reports.validation_training_args(stubs, list(cfg["algorithms"]), **common, device=device):
         moved = sizes[args["dataset"]].validation_in_training()
         out.append(PlannedRun(TRAINING_ARM, identity(notebook, TRAINING_ARM_DIR, runs.args_hash(args)),
                               _label(args, "training arm"), tuple(run_work(moved, args))))
@@ -133,12 +142,13 @@ def _label(args: dict, what: str = "") -> str:
             + (f" ({what})" if what else ""))
 
 
-def sweep_runs(notebook: str, folder: str, grid: protocol.Grid, sizes: dict[str, DataSize]) -> list[PlannedRun]:
-    """The runs of one ``protocol.sweep`` call for ``grid`` on the datasets ``sizes``, as ``sweep`` trains them
-    (``sweep_tasks``: which are stacked), each with its work."""
+def sweep_runs(notebook: str, folder: str, grid: protocol.Grid, sizes: dict[str, DataSize],
+               device="cpu") -> list[PlannedRun]:
+    """The runs of one ``protocol.sweep`` call for ``grid`` on the datasets ``sizes`` on ``device``, as ``sweep``
+    trains them (``sweep_tasks``: which are stacked), each with its work."""
     if grid.batched is True and grid.arch != "mlp":  # protocol.sweep's own check
         raise ConfigError(f"batched=True trains stacked MLPs only (arch='mlp'), got arch={grid.arch!r}")
-    args_list = grid.run_args([size.stub() for size in sizes.values()])
+    args_list = grid.run_args([size.stub() for size in sizes.values()], device)
     todo = [(args, runs.args_hash(args)) for args in args_list]
     tasks = protocol.sweep_tasks(todo, batched=grid.batched, widths={n: s.width for n, s in sizes.items()})
     stacked = {key for task in tasks if len(task) > 1 and _batchable(task[0][0]["algorithm"]) for _, key in task}
@@ -147,18 +157,20 @@ def sweep_runs(notebook: str, folder: str, grid: protocol.Grid, sizes: dict[str,
             for args, key in todo]
 
 
-def speedup_runs(notebook: str, cfg, sizes: dict[str, DataSize]) -> list[PlannedRun]:
+def speedup_runs(notebook: str, cfg, sizes: dict[str, DataSize], device="cpu") -> list[PlannedRun]:
     """02's ``batched_speedup``: per batch size one ``measure_batched_speedup`` call, which trains the first
     configuration 2 steps alone and the first two 2 steps stacked (untimed warm-up), then every configuration
     alone and all of them stacked."""
     out = []
-    for call in reports.speedup_calls(list(sizes), cfg["speedup"], checkpoint_freq=cfg["checkpoint_freq"]):
+    for call in reports.speedup_calls(list(sizes), cfg["speedup"], checkpoint_freq=cfg["checkpoint_freq"],
+                                      precision=reports.precision_setting(cfg), device=device):
         size, configs = sizes[call["dataset"]], [tuple(c) for c in call["configs"]]
 
         def member(h, t, steps, freq, call=call):
             return protocol.run_args(call["dataset"], call["algorithm"], arch="mlp", hparams_seed=h, trial_seed=t,
                                      steps=steps, checkpoint_freq=freq, compat=call["compat"],
-                                     hparams_overrides=call["hparams_overrides"])
+                                     hparams_overrides=call["hparams_overrides"],
+                                     precision=call.get("precision", "fp32"))
 
         stacked = _batchable(call["algorithm"])
         work = run_work(size, member(*configs[0], 2, 1))
@@ -174,7 +186,7 @@ def speedup_runs(notebook: str, cfg, sizes: dict[str, DataSize]) -> list[Planned
     return out
 
 
-def compat_check_runs(notebook: str, cfg, sizes: dict[str, DataSize]) -> list[PlannedRun]:
+def compat_check_runs(notebook: str, cfg, sizes: dict[str, DataSize], device="cpu") -> list[PlannedRun]:
     """03's ``image_compat_check``: per algorithm and compat one ``train_model`` of ``steps`` steps (no
     checkpoints), on Fig. 4's network; nothing when its dataset is not among the notebook's."""
     check = cfg["compat_check"]
@@ -182,12 +194,13 @@ def compat_check_runs(notebook: str, cfg, sizes: dict[str, DataSize]) -> list[Pl
         return []
     arch, size = cfg["fig4"]["arch"], sizes[check["dataset"]]
     calls = reports.compat_check_calls(check["algorithms"], arch=arch, steps=check["steps"],
-                                       overrides={a: reports.image_overrides(cfg, a) for a in check["algorithms"]})
+                                       overrides={a: reports.image_overrides(cfg, a) for a in check["algorithms"]},
+                                       precision=reports.precision_setting(cfg), device=device)
     out = []
     for call in calls:
         args = protocol.run_args(size.name, call["algorithm"], arch=arch, hparams_seed=0, trial_seed=0,
                                  steps=call["steps"], checkpoint_freq=call["steps"], compat=call["compat"],
-                                 hparams_overrides=call["hparams_overrides"])
+                                 hparams_overrides=call["hparams_overrides"], precision=call.get("precision", "fp32"))
         out.append(PlannedRun(COMPAT_CHECK, identity(notebook, "compat_check",
                                                      reports.compat_check_key(size.name, call)),
                               _label(args, "compat check"), tuple(run_work(size, args, evaluate=False))))
@@ -332,11 +345,13 @@ def checkpoints(steps: int, checkpoint_freq: int) -> int:
 def run_work(size: DataSize, args: dict, *, stacked: bool = False, evaluate: bool = True,
              eval_batch_size: int = protocol.EVAL_BATCH_SIZE) -> list[Work]:
     """The work of one run with ``protocol.run_args`` ``args`` on data of ``size``: its training steps (one
-    ``Work`` per phase and pass kind) and, with ``evaluate``, its checkpoints' evaluation passes."""
+    ``Work`` per phase and pass kind) and, with ``evaluate``, its checkpoints' evaluation passes, in the run's
+    precision (``args["precision"]``: bf16 runs name it, fp32 runs do not)."""
     algorithm, arch, steps = args["algorithm"], args["arch"], int(args["steps"])
+    precision = args.get("precision", "fp32")
     overrides = args.get("hparams_overrides") or {}
 
-    def hp(name: str):  # the run's hyperparameter (protocol._setup: hparams_for, then the overrides)
+    def hp(name: str):  # the run's hyperparameter (protocol.setup_run: hparams_for, then the overrides)
         if name in overrides:
             return overrides[name]
         return hparam_for(name, algorithm, arch, hparams_seed=args["hparams_seed"], trial_seed=args["trial_seed"],
@@ -357,22 +372,23 @@ def run_work(size: DataSize, args: dict, *, stacked: bool = False, evaluate: boo
         examples = phase.steps * batch
         if arch == "mlp":  # tabular_mlp has no nograd option: the extra forwards are inference steps
             if phase.passes:
-                work.append(Work(workload(size, arch, "train", batch), phase.steps * phase.passes, examples, views,
-                                 what=f"{what}: {phase.passes} forward-backward pass(es) per step"))
+                work.append(Work(workload(size, arch, "train", batch, precision=precision), phase.steps * phase.passes,
+                                 examples, views, what=f"{what}: {phase.passes} forward-backward pass(es) per step"))
             if phase.nograd:
-                work.append(Work(workload(size, arch, "infer", batch), phase.steps * phase.nograd,
+                work.append(Work(workload(size, arch, "infer", batch, precision=precision), phase.steps * phase.nograd,
                                  0 if phase.passes else examples, views,
                                  what=f"{what}: {phase.nograd} no-grad forward(s) per step"))
         elif phase.passes:
             work.append(Work(workload(size, arch, "train", batch, algorithm=algorithm, passes=phase.passes,
-                                      nograd=phase.nograd), phase.steps, examples, views, what=what))
+                                      nograd=phase.nograd, precision=precision), phase.steps, examples, views, what=what))
         else:
-            work.append(Work(workload(size, arch, "infer", batch), phase.steps * phase.nograd, examples, views,
-                             what=what))
+            work.append(Work(workload(size, arch, "infer", batch, precision=precision), phase.steps * phase.nograd,
+                             examples, views, what=what))
     if evaluate:
         n = checkpoints(steps, int(args["checkpoint_freq"]))
         batches = math.ceil(n_val / eval_batch_size) + math.ceil(n_test / eval_batch_size)
-        work.append(Work(workload(size, arch, "infer", eval_batch_size), n * batches, n * (n_val + n_test),
+        work.append(Work(workload(size, arch, "infer", eval_batch_size, precision=precision), n * batches,
+                         n * (n_val + n_test),
                          what=f"{n} checkpoints: OA, CR, AA on {n_val} validation rows, accuracy on {n_test} test rows"))
     return work
 
@@ -385,23 +401,24 @@ def _views_built(algorithm: str, modality: str) -> int:
 
 @cache
 def workload(size: DataSize, arch: str, phase: str, batch: int, *, algorithm: str | None = None, passes: int = 1,
-             nograd: int = 0):
+             nograd: int = 0, precision: str = "fp32"):
     """The ``shared.workloads.Workload`` of a step of ``arch`` on ``size``'s inputs: the MLP (tabular_mlp),
-    ResNet-32 / DenseNet-BC (cifar_resnet) or the digits CNN, with Adam, fp32, the algorithm's views."""
+    ResNet-32 / DenseNet-BC (cifar_resnet) or the digits CNN, with Adam, the algorithm's views, in the run's
+    ``precision`` ("fp32", or "bf16" with the conv nets channels_last, as ``protocol.setup_run`` keeps them)."""
     from shared.workloads import Workload
 
     if arch == "mlp":
-        return Workload("tabular_mlp", "mlp", phase, batch, (math.prod(size.input_shape),), PRECISION,
+        return Workload("tabular_mlp", "mlp", phase, batch, (math.prod(size.input_shape),), precision,
                         {"num_classes": size.classes})
     family = "cifar_resnet" if arch in IMAGE_ARCHS else DIGITS_FAMILY if arch == "digits_cnn" else None
     if family is None:
         raise unknown_choice("Plench network", arch, ("mlp", *IMAGE_ARCHS, "digits_cnn"))
     if family == DIGITS_FAMILY:
         register_digits_family()
-    options = {"num_classes": size.classes}
+    options = {"num_classes": size.classes, **({"channels_last": True} if precision == "bf16" else {})}
     if phase == "train":
         options.update(optimizer="adam", augment="_".join(ALGORITHMS[algorithm].views), views=passes, nograd=nograd)
-    return Workload(family, arch, phase, batch, size.input_shape, PRECISION, options)
+    return Workload(family, arch, phase, batch, size.input_shape, precision, options)
 
 
 def merge(work: list[Work]) -> list[Work]:

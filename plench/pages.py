@@ -312,7 +312,7 @@ class TabularBenchmark(SweepPage):
     def speed(self) -> pd.DataFrame:
         cfg = self.cfg
         speed = reports.batched_speedup(self.datasets, cfg.speedup, checkpoint_freq=cfg.checkpoint_freq,
-                                        device=self.device)
+                                        device=self.device, precision=reports.precision_setting(cfg))
         self.report.table(speed, "batched_speedup")
         return speed
 

@@ -18,9 +18,23 @@ loaders use 64, which changes nothing but speed since no network here mixes rows
 
 Small tabular configurations can be trained together: ``train_runs_batched`` (see its docstring) gives the
 records of separate runs for the algorithms whose step is the plain ``LossAlgorithm`` step.
+
+Precision (``PRECISIONS``, every function that trains or lists runs takes ``precision``): "auto" (the default)
+trains the image networks in bfloat16 mixed precision on CUDA and everything else in fp32 (the CPU, and the
+tabular MLP, whose small steps gain nothing from tensor cores); "bf16" asks for mixed precision on any device
+(the CPU too, for tests); "fp32" is the official PLENCH behaviour, no autocast anywhere: the flag that reproduces
+the official code's numerics on a GPU. Mixed precision (``plench.algorithms.base``): the forward passes and
+losses run under ``torch.autocast(device, dtype=torch.bfloat16)``; weights, gradients, Adam's state and the
+algorithms' tables (confidences, prototypes, queues) stay float32 (or float64), the maths that updates them starts
+from float32 logits, and the evaluation logits are float32. The convolutional networks of a bf16 run are kept
+channels_last (NHWC), the layout in which cuDNN's bf16 convolutions run fastest; the MLP is left as is. The
+setting is resolved against the device before a run is named (``resolve_precision``): a bf16 run has
+``"precision": "bf16"`` in its ``run_args`` (so its folder differs from the fp32 run's), and a run that resolves
+to fp32 (every CPU run under "auto") keeps exactly the arguments, and folder name, it had before the setting existed.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import resource
 import sys
@@ -39,7 +53,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from plench.algorithms import ALGORITHMS, Algorithm, Batch, make_algorithm
-from plench.algorithms.base import LossAlgorithm
+from plench.algorithms.base import AUTOCAST_DTYPES, LossAlgorithm
 from plench.data import PLLDataset, load_pll_dataset, plench_split, pll_dataset_spec
 from plench.hparams import hparam_for, hparams_for
 from plench.selection import approximated_accuracy, covering_rate, oracle_accuracy
@@ -56,6 +70,48 @@ EVAL_BATCH_SIZE = 512
 # and one ``measure_batched_speedup`` call (key: ``args_hash(speedup_args(...))``); both feed ``plench.cost``.
 RUN_KIND = "plench-run"
 SPEEDUP_KIND = "plench-speedup"
+# The precision setting: "auto" (bf16 on CUDA, fp32 elsewhere), "bf16" (any device) or "fp32" (the official code's)
+PRECISIONS = ("auto", "bf16", "fp32")
+DEFAULT_PRECISION = "auto"
+
+
+# ------------------------------------------------------------------------------------------------ precision
+def device_type(device) -> str:
+    """"cuda" or "cpu" for a device setting ("auto", "cpu", "cuda", "cuda:N") or a torch.device. Unlike
+    ``shared.device.select_device`` it does not need CUDA here: the cost planner names runs for a GPU it is not on
+    ("auto" is this machine's: CUDA if available)."""
+    if isinstance(device, torch.device):
+        return device.type
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu" or str(device).startswith("cuda"):
+        return "cpu" if device == "cpu" else "cuda"
+    raise ConfigError(f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'")
+
+
+def resolve_precision(precision: str, device, arch: str | None = None) -> str:
+    """The precision a run with the setting ``precision`` trains in on ``device``: "bf16" or "fp32" ("auto": bf16
+    for the image networks on CUDA, fp32 elsewhere and for the tabular MLP (``arch="mlp"``), whose steps are too
+    small for tensor cores to pay, so mixed precision would change its numbers for no time). Raises ConfigError
+    naming the valid settings for any other value."""
+    if precision not in PRECISIONS:
+        raise unknown_choice("precision", precision, PRECISIONS)
+    if precision == "auto":
+        return "bf16" if device_type(device) == "cuda" and arch != "mlp" else "fp32"
+    return precision
+
+
+def _resolved(precision: str) -> str:
+    if precision not in AUTOCAST_DTYPES:
+        raise ConfigError(f"a run's precision is 'fp32' or 'bf16', got {precision!r}; resolve the setting against "
+                          f"the device first (resolve_precision)")
+    return precision
+
+
+def autocast(device, precision: str):
+    """bfloat16 autocast on ``device`` for a resolved ``precision`` of "bf16"; no context at all for "fp32"."""
+    dtype = AUTOCAST_DTYPES[_resolved(precision)]
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device_type(device), dtype=dtype)
 
 
 # ------------------------------------------------------------------------------------------------ run data
@@ -198,13 +254,20 @@ def checkpoint_record(step: int, steps_per_epoch: float, values: dict[str, list[
 
 # ------------------------------------------------------------------------------------------------ one run
 def run_args(dataset: str, algorithm: str, *, arch: str, hparams_seed: int, trial_seed: int, steps: int,
-             checkpoint_freq: int, compat: bool = True, hparams_overrides: dict | None = None) -> dict:
-    """The run's identity: its ``args`` record field and (hashed) its folder name under a sweep."""
+             checkpoint_freq: int, compat: bool = True, hparams_overrides: dict | None = None,
+             precision: str = "fp32") -> dict:
+    """The run's identity: its ``args`` record field and (hashed) its folder name under a sweep.
+
+    ``precision`` is the resolved one ("fp32" or "bf16", ``resolve_precision``); only a bf16 run carries it, so
+    fp32 runs keep the identities they had before mixed precision existed."""
+    precision = _resolved(precision)
     args = {"dataset": dataset, "algorithm": algorithm, "arch": arch, "hparams_seed": int(hparams_seed),
             "trial_seed": int(trial_seed), "steps": int(steps), "checkpoint_freq": int(checkpoint_freq),
             "compat": bool(compat), "seed": seed_hash(dataset, algorithm, int(hparams_seed), int(trial_seed))}
     if hparams_overrides:
         args["hparams_overrides"] = dict(hparams_overrides)
+    if precision == "bf16":
+        args["precision"] = precision
     return args
 
 
@@ -214,32 +277,39 @@ def _check_schedule(steps: int, checkpoint_freq: int) -> None:
                           f"checkpoint_freq={checkpoint_freq}")
 
 
-def _setup(dataset: PLLDataset, algorithm: str, args: dict, device) -> tuple[dict, RunData, Algorithm]:
-    """hparams, data and the seeded algorithm of one run (the same for separate and batched training)."""
+def setup_run(dataset: PLLDataset, algorithm: str, args: dict, device) -> tuple[dict, RunData, Algorithm]:
+    """hparams, data and the seeded algorithm of one run with ``run_args`` ``args`` (the same for separate and
+    batched training and ``plench.reports.train_model``); a bf16 run's conv net is made channels_last."""
     hparams = hparams_for(algorithm, args["arch"], hparams_seed=args["hparams_seed"], trial_seed=args["trial_seed"],
                           dataset=dataset.name, compat=args["compat"])
     hparams.update(args.get("hparams_overrides") or {})
     data = run_data(dataset, args["trial_seed"], device)
     seed_everything(args["seed"])
+    precision = args.get("precision", "fp32")
     model = make_algorithm(algorithm, data.input_shape, data.train_S.shape[1], data.train_S, hparams,
-                           arch=args["arch"], steps=args["steps"], compat=args["compat"]).to(device)
+                           arch=args["arch"], steps=args["steps"], compat=args["compat"], precision=precision).to(device)
+    if precision == "bf16" and args["arch"] != "mlp":
+        model = model.to(memory_format=torch.channels_last)  # convolutions' weights NHWC (the inputs follow)
     return hparams, data, model
 
 
 def train_run(dataset: PLLDataset, algorithm: str, *, arch: str, hparams_seed: int, trial_seed: int, steps: int,
               checkpoint_freq: int, out_dir, device="cpu", compat: bool = True, hparams_overrides: dict | None = None,
-              eval_batch_size: int = EVAL_BATCH_SIZE) -> list[dict]:
+              eval_batch_size: int = EVAL_BATCH_SIZE, precision: str = DEFAULT_PRECISION) -> list[dict]:
     """One run (PLENCH's ``train.py``): writes ``<out_dir>/results.jsonl`` afresh, then ``done``; returns the records.
 
     ``compat`` goes to the algorithm and also picks the official code's form of AA (``approximated_accuracy``).
+    ``precision`` (``PRECISIONS``): "auto" trains in bf16 mixed precision on CUDA, fp32 elsewhere; "fp32" is the
+    official behaviour (see the module docstring).
     """
     _check_schedule(steps, checkpoint_freq)
     device = as_device(device)
     args = run_args(dataset.name, algorithm, arch=arch, hparams_seed=hparams_seed, trial_seed=trial_seed,
-                    steps=steps, checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides)
+                    steps=steps, checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides,
+                    precision=resolve_precision(precision, device, arch))
     if device.type == "cuda":  # mem_gb is this run's peak, not the process's
         torch.cuda.reset_peak_memory_stats(device)
-    hparams, data, model = _setup(dataset, algorithm, args, device)
+    hparams, data, model = setup_run(dataset, algorithm, args, device)
     loader = CyclicLoader(len(data.train_x), int(hparams["batch_size"]), args["seed"])
     augment = torch.Generator().manual_seed(args["seed"] + 1)  # image views' randomness, apart from the model's
     steps_per_epoch = len(data.train_x) / int(hparams["batch_size"])
@@ -293,6 +363,7 @@ class StackedMLP:
     """
 
     def __init__(self, models: Sequence[Algorithm]):
+        self.precision = models[0].precision  # the forwards' autocast (the stacked tensors and Adam stay float32)
         layers = [[m for m in model.network.modules() if isinstance(m, nn.Linear)] for model in models]
         if any(len(pair) != 2 for pair in layers):
             raise ConfigError("StackedMLP needs networks made of exactly two Linear layers (arch 'mlp')")
@@ -316,9 +387,14 @@ class StackedMLP:
         return torch.baddbmm(b2.unsqueeze(1), hidden, w2.transpose(1, 2))
 
     def member(self, g: int) -> Callable[[torch.Tensor], torch.Tensor]:
-        """Member g's predict: logits (n, q) for inputs (n, d), with nn.Linear's kernels."""
+        """Member g's predict: float32 logits (n, q) for inputs (n, d), with nn.Linear's kernels."""
         w1, b1, w2, b2 = (p[g].detach() for p in self.params)
-        return lambda x: F.linear(torch.relu(F.linear(x.flatten(1), w1, b1)), w2, b2)
+
+        def predict(x: torch.Tensor) -> torch.Tensor:
+            with autocast(x.device, self.precision):
+                return F.linear(torch.relu(F.linear(x.flatten(1), w1, b1)), w2, b2).float()
+
+        return predict
 
     @torch.no_grad()
     def adam_step(self, grads: Sequence[torch.Tensor]) -> None:
@@ -342,6 +418,7 @@ def _batched_group(members: list[dict], models: list[Algorithm], hparams: list[d
     G, steps, freq = len(members), members[0]["steps"], members[0]["checkpoint_freq"]
     batch_size = int(hparams[0]["batch_size"])
     stack = StackedMLP(models)
+    precision = stack.precision
     loaders = [CyclicLoader(len(d.train_x), batch_size, a["seed"]) for d, a in zip(data, members)]
     train_x = torch.stack([d.train_x for d in data]).to(device)  # (G, n_train, d): same dataset, same split sizes
     train_S = torch.stack([d.train_S for d in data]).to(device)
@@ -356,11 +433,13 @@ def _batched_group(members: list[dict], models: list[Algorithm], hparams: list[d
             idx = torch.stack([next(loader) for loader in loaders]).to(device)  # (G, B)
             x, s = train_x[members_column, idx], train_S[members_column, idx]  # (G, B, d), (G, B, q)
             w = [m.confidence[i] if m.uses_confidence else None for m, i in zip(models, idx)]
-            logits = stack.forward(x)
-            losses = torch.stack([m.loss(logits[g], s[g], w[g]).to(logits.dtype) for g, m in enumerate(models)])
+            with autocast(device, precision):  # as LossAlgorithm: losses and refreshes on float32 logits
+                logits = stack.forward(x).float()
+                losses = torch.stack([m.loss(logits[g], s[g], w[g]).to(logits.dtype) for g, m in enumerate(models)])
             stack.adam_step(torch.autograd.grad(losses.sum(), stack.params))
             with torch.no_grad():
-                fresh = stack.forward(x)
+                with autocast(device, precision):
+                    fresh = stack.forward(x).float()
                 for g, m in enumerate(models):
                     if m.uses_confidence:
                         m.confidence[idx[g]] = m.refresh(fresh[g], s[g], w[g]).to(m.confidence.dtype)
@@ -388,8 +467,8 @@ def _batched_group(members: list[dict], models: list[Algorithm], hparams: list[d
 
 def train_runs_batched(dataset: PLLDataset, algorithm: str, configs: Sequence[tuple[int, int]], *, steps: int,
                        checkpoint_freq: int, out_dirs: Sequence, arch: str = "mlp", device="cpu", compat: bool = True,
-                       hparams_overrides: dict | None = None,
-                       eval_batch_size: int = EVAL_BATCH_SIZE) -> list[list[dict]]:
+                       hparams_overrides: dict | None = None, eval_batch_size: int = EVAL_BATCH_SIZE,
+                       precision: str = DEFAULT_PRECISION) -> list[list[dict]]:
     """Train the runs ``configs`` = [(hparams_seed, trial_seed), ...] of one algorithm on one dataset together.
 
     Each run keeps its own seed, initial weights, split, shuffling, confidences, hyperparameters and Adam state,
@@ -404,23 +483,27 @@ def train_runs_batched(dataset: PLLDataset, algorithm: str, configs: Sequence[tu
     bit for bit: ``baddbmm`` and ``nn.Linear``'s ``addmm`` sum in different orders, and the tiny differences
     can grow over training. Measured on the 1,797 digits (FPS 0.3), 3 runs x 1,000 steps: PRODEN, CC and CAVL
     losses within 3e-4 relative and every accuracy identical; one LWS configuration drifted by up to 2 of 161
-    validation rows. After 40 steps losses agree to ~2e-8 (tests/plench/test_protocol.py).
+    validation rows. After 40 steps losses agree to ~2e-8 (tests/plench/test_protocol.py). ``precision`` as
+    ``train_run``'s: under bf16 the stacked forwards and the losses run under autocast, the stacked weights and
+    the batched Adam stay float32.
     """
     if len(configs) != len(out_dirs):
         raise ConfigError(f"{len(configs)} configs but {len(out_dirs)} out_dirs; give one folder per run")
     _check_schedule(steps, checkpoint_freq)
     device = as_device(device)
+    precision = resolve_precision(precision, device, arch)
     members = [run_args(dataset.name, algorithm, arch=arch, hparams_seed=h, trial_seed=t, steps=steps,
-                        checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides)
+                        checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides,
+                        precision=precision)
                for h, t in configs]
-    setups = [_setup(dataset, algorithm, args, device) for args in members]
+    setups = [setup_run(dataset, algorithm, args, device) for args in members]
     obstacle = batching_obstacle(setups[0][2])
     if obstacle is not None:
         warnings.warn(f"train_runs_batched: {algorithm} cannot be batched ({obstacle}); training "
                       f"{len(configs)} runs one by one", stacklevel=2)
         return [train_run(dataset, algorithm, arch=arch, hparams_seed=h, trial_seed=t, steps=steps,
                           checkpoint_freq=checkpoint_freq, out_dir=out, device=device, compat=compat,
-                          hparams_overrides=hparams_overrides, eval_batch_size=eval_batch_size)
+                          hparams_overrides=hparams_overrides, eval_batch_size=eval_batch_size, precision=precision)
                 for (h, t), out in zip(configs, out_dirs)]
     results: list[list[dict] | None] = [None] * len(configs)
     by_batch_size: dict[int, list[int]] = defaultdict(list)
@@ -435,25 +518,32 @@ def train_runs_batched(dataset: PLLDataset, algorithm: str, configs: Sequence[tu
 
 
 def speedup_args(dataset: str, algorithm: str, configs: Sequence[tuple[int, int]], *, steps: int,
-                 checkpoint_freq: int, compat: bool = True, hparams_overrides: dict | None = None) -> dict:
-    """What one ``measure_batched_speedup`` call trains (its identity in the run log, hashed)."""
-    return {"dataset": dataset, "algorithm": algorithm, "configs": [[int(h), int(t)] for h, t in configs],
+                 checkpoint_freq: int, compat: bool = True, hparams_overrides: dict | None = None,
+                 precision: str = "fp32") -> dict:
+    """What one ``measure_batched_speedup`` call trains (its identity in the run log, hashed); ``precision``
+    resolved, named only when bf16 (as in ``run_args``)."""
+    args = {"dataset": dataset, "algorithm": algorithm, "configs": [[int(h), int(t)] for h, t in configs],
             "steps": int(steps), "checkpoint_freq": int(checkpoint_freq), "compat": bool(compat),
             "hparams_overrides": dict(hparams_overrides) if hparams_overrides else None}
+    if _resolved(precision) == "bf16":
+        args["precision"] = precision
+    return args
 
 
 def measure_batched_speedup(dataset: PLLDataset, algorithm: str, configs: Sequence[tuple[int, int]], *, steps: int,
                             checkpoint_freq: int, device="cpu", compat: bool = True,
-                            hparams_overrides: dict | None = None) -> dict[str, float]:
+                            hparams_overrides: dict | None = None,
+                            precision: str = DEFAULT_PRECISION) -> dict[str, float]:
     """Wall-clock seconds of ``configs`` trained one by one (``train_run``) and batched (``train_runs_batched``),
     in this process, one after the other, with the same MLP runs; ``speedup`` = one_by_one_s / batched_s.
     Both paths first run two steps untimed, so one-time start-up costs count for neither. The call is logged as
     one built ``SPEEDUP_KIND`` run (nothing is kept: it trains every time)."""
     began = time.perf_counter()
+    precision = resolve_precision(precision, as_device(device), "mlp")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         (h, t), warm = configs[0], {"steps": 2, "checkpoint_freq": 1, "device": device, "compat": compat,
-                                    "hparams_overrides": hparams_overrides}
+                                    "hparams_overrides": hparams_overrides, "precision": precision}
         train_run(dataset, algorithm, arch="mlp", hparams_seed=h, trial_seed=t, out_dir=tmp / "warm", **warm)
         pair = configs[:2]
         train_runs_batched(dataset, algorithm, pair, out_dirs=[tmp / f"warm{i}" for i in range(len(pair))], **warm)
@@ -461,15 +551,15 @@ def measure_batched_speedup(dataset: PLLDataset, algorithm: str, configs: Sequen
         for i, (h, t) in enumerate(configs):
             train_run(dataset, algorithm, arch="mlp", hparams_seed=h, trial_seed=t, steps=steps,
                       checkpoint_freq=checkpoint_freq, out_dir=tmp / f"single{i}", device=device, compat=compat,
-                      hparams_overrides=hparams_overrides)
+                      hparams_overrides=hparams_overrides, precision=precision)
         one_by_one = time.perf_counter() - start
         start = time.perf_counter()
         train_runs_batched(dataset, algorithm, configs, steps=steps, checkpoint_freq=checkpoint_freq,
                            out_dirs=[tmp / f"batched{i}" for i in range(len(configs))], device=device, compat=compat,
-                           hparams_overrides=hparams_overrides)
+                           hparams_overrides=hparams_overrides, precision=precision)
         batched = time.perf_counter() - start
     key = runs.args_hash(speedup_args(dataset.name, algorithm, configs, steps=steps, checkpoint_freq=checkpoint_freq,
-                                      compat=compat, hparams_overrides=hparams_overrides))
+                                      compat=compat, hparams_overrides=hparams_overrides, precision=precision))
     log_run(SPEEDUP_KIND, key, built=True, seconds=time.perf_counter() - began)
     return {"runs": len(configs), "steps": steps, "one_by_one_s": one_by_one, "batched_s": batched,
             "speedup": one_by_one / batched, "threads": torch.get_num_threads(), "device": str(as_device(device))}
@@ -507,7 +597,7 @@ class _SweepWorker:
             ALGORITHMS.setdefault(name, cls)
         common = {"arch": first["arch"], "steps": first["steps"], "checkpoint_freq": first["checkpoint_freq"],
                   "device": self.device, "compat": first["compat"], "hparams_overrides": first.get("hparams_overrides"),
-                  "eval_batch_size": self.eval_batch_size}
+                  "eval_batch_size": self.eval_batch_size, "precision": first.get("precision", "fp32")}
         dataset = self.datasets[first["dataset"]]
         dirs = [runs.reset_run_dir(run_dir) for _, run_dir in task]
         if len(task) == 1:
@@ -585,25 +675,29 @@ def sweep_tasks(todo: Sequence[tuple[dict, object]], *, batched: bool | str = Fa
                              hparam_for("batch_size", args["algorithm"], args["arch"], hparams_seed=args["hparams_seed"],
                                         trial_seed=args["trial_seed"], dataset=args["dataset"], compat=args["compat"]))
             if batching_pays(batch_size, batched, (widths or {}).get(args["dataset"])):
-                key = (args["dataset"], args["algorithm"], args["steps"], batch_size)
+                key = (args["dataset"], args["algorithm"], args["steps"], batch_size, args.get("precision"))
         groups[key].append((args, str(run_dir)))
     return [group[i:i + max_group] for group in groups.values() for i in range(0, len(group), max_group)]
 
 
 def sweep_args(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_hparams: int, n_trials: int,
                arch: str, checkpoint_freq: int, steps: int | None = None, compat: bool = True,
-               hparams_overrides: dict | None = None) -> list[dict]:
+               hparams_overrides: dict | None = None, precision: str = DEFAULT_PRECISION,
+               device="cpu") -> list[dict]:
     """The ``run_args`` of every run ``sweep`` defines with these settings, in its order: trial seeds
     0..n_trials-1 x datasets x algorithms x hparams seeds 0..n_hparams-1. A dataset given by name takes its
-    registry ``steps`` when ``steps`` is None (no data is loaded)."""
+    registry ``steps`` when ``steps`` is None (no data is loaded). ``precision`` is resolved against ``device``
+    (the sweep's: "cpu", "cuda", "cuda:N" or "auto"; ``resolve_precision``), as ``sweep`` does."""
     def own_steps(d):
         return d.steps if isinstance(d, PLLDataset) else pll_dataset_spec(d).steps
 
     names = [d.name if isinstance(d, PLLDataset) else d for d in datasets]
     if len(set(names)) != len(names):
         raise ConfigError(f"dataset names must be unique (they name the runs): {names}")
+    precision = resolve_precision(precision, device, arch)
     return [run_args(name, a, arch=arch, hparams_seed=h, trial_seed=t, steps=steps or own_steps(d),
-                     checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides)
+                     checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides,
+                     precision=precision)
             for t in range(n_trials) for name, d in zip(names, datasets) for a in algorithms for h in range(n_hparams)]
 
 
@@ -614,7 +708,8 @@ def _run_names(task: list[tuple[dict, str]]) -> list[str]:
 def sweep(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_hparams: int, n_trials: int, arch: str,
           checkpoint_freq: int, out_dir, steps: int | None = None, jobs: int = 1, device: str = "cpu",
           compat: bool = True, hparams_overrides: dict | None = None, batched: bool | str = False,
-          max_group: int = 16, data_dir=None, eval_batch_size: int = EVAL_BATCH_SIZE, executor=None) -> dict[str, int]:
+          max_group: int = 16, data_dir=None, eval_batch_size: int = EVAL_BATCH_SIZE, executor=None,
+          precision: str = DEFAULT_PRECISION) -> dict[str, int]:
     """PLENCH's sweep: every (trial_seed < n_trials, dataset, algorithm, hparams_seed < n_hparams) run, resumably.
 
     ``datasets`` are PLLDatasets or names for ``load_pll_dataset(name, data_dir)``; ``steps=None`` uses each
@@ -625,8 +720,10 @@ def sweep(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_
     ``shared.sweep.SweepPending`` once submitted; the next call collects). ``batched`` (see ``sweep_tasks``):
     False trains run by run; True trains the MLP runs of one dataset, algorithm and batch size together
     (``train_runs_batched``), at most ``max_group`` at a time; "auto" does so only where it was measured to pay
-    on a CPU (``batching_pays``: small batches of narrow tables). ``sweep_args`` lists the runs and
-    ``select_runs`` picks their records. Returns counts ``{"total", "skipped", "restarted", "ran"}``.
+    on a CPU (``batching_pays``: small batches of narrow tables). ``precision``: "auto" (bf16 mixed precision on
+    CUDA, fp32 elsewhere), "bf16" or "fp32" (the official behaviour), resolved against ``device`` (bf16 runs are
+    named apart: ``run_args``). ``sweep_args`` lists the runs and ``select_runs`` picks their records. Returns
+    counts ``{"total", "skipped", "restarted", "ran"}``.
     """
     if batched not in BATCHED_CHOICES:
         raise unknown_choice("batched", batched, BATCHED_CHOICES)
@@ -638,7 +735,7 @@ def sweep(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_
     worker = _SweepWorker(by_name, algorithms, device, eval_batch_size)
     args_list = sweep_args(loaded, algorithms, n_hparams=n_hparams, n_trials=n_trials, arch=arch,
                            checkpoint_freq=checkpoint_freq, steps=steps, compat=compat,
-                           hparams_overrides=hparams_overrides)
+                           hparams_overrides=hparams_overrides, precision=precision, device=device)
     todo, counts = runs.pending(args_list, out_dir)
     for args in args_list:  # the runs found done are logged here; the worker logs those it trains
         run_dir = runs.run_dir_for(args, out_dir)
@@ -690,11 +787,13 @@ class Grid:
     hparams_overrides: dict | None = None
     batched: bool | str = False
     executor: Any = None  # where the runs train: None (this process) or a setting for shared.executor.executor_spec
+    precision: str = DEFAULT_PRECISION  # "auto" (bf16 on CUDA), "bf16" or "fp32" (the official behaviour)
 
-    def run_args(self, datasets: Sequence[PLLDataset | str]) -> list[dict]:
+    def run_args(self, datasets: Sequence[PLLDataset | str], device="cpu") -> list[dict]:
+        """The runs' ``run_args`` when the sweep trains on ``device`` (which resolves ``precision``)."""
         return sweep_args(datasets, self.algorithms, n_hparams=self.n_hparams, n_trials=self.n_trials, arch=self.arch,
                           checkpoint_freq=self.checkpoint_freq, steps=self.steps, compat=self.compat,
-                          hparams_overrides=self.hparams_overrides)
+                          hparams_overrides=self.hparams_overrides, precision=self.precision, device=device)
 
 
 def sweep_grids(grids: Sequence[Grid], datasets: Sequence[PLLDataset], *, out_dir, device: str = "cpu", jobs: int = 1,
@@ -713,14 +812,14 @@ def sweep_grids(grids: Sequence[Grid], datasets: Sequence[PLLDataset], *, out_di
         return sweep(datasets, list(grid.algorithms), n_hparams=grid.n_hparams, n_trials=grid.n_trials,
                      arch=grid.arch, checkpoint_freq=grid.checkpoint_freq, out_dir=out_dir, steps=grid.steps,
                      jobs=jobs, device=device, compat=grid.compat, hparams_overrides=grid.hparams_overrides,
-                     batched=grid.batched, data_dir=data_dir, executor=executor)
+                     batched=grid.batched, data_dir=data_dir, executor=executor, precision=grid.precision)
 
     grids = [g for g in grids if g.algorithms]
     submitted_first: dict[int, dict[str, int]] = {}  # grid -> its counts before anything was submitted
     for i, grid in enumerate(grids):
         spec = executor_spec(grid.executor)
         if spec is not None and spec.kind == "slurm" and spec.wait:
-            submitted_first[i] = runs.pending(grid.run_args(datasets), out_dir)[1]
+            submitted_first[i] = runs.pending(grid.run_args(datasets, device), out_dir)[1]
             try:
                 run(grid, dataclasses.replace(spec, wait=False))
             except runs.SweepPending:
@@ -742,7 +841,7 @@ def sweep_grids(grids: Sequence[Grid], datasets: Sequence[PLLDataset], *, out_di
         bar.close()
     if pending is not None:
         raise pending
-    expected = [args for grid in grids for args in grid.run_args(datasets)]
+    expected = [args for grid in grids for args in grid.run_args(datasets, device)]
     return select_runs(collect(out_dir), expected), counts
 
 

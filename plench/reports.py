@@ -21,18 +21,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from plench.algorithms import ALGORITHMS, TABLE6_ORDER, Algorithm, display_name, make_algorithm
+from plench.algorithms import ALGORITHMS, TABLE6_ORDER, Algorithm, display_name
 from plench.data import PALM_STEPS, PAPER_NAMES, PLLDataset, plench_split, pll_dataset_spec, table5_row
-from plench.hparams import hparams_for
 from plench.protocol import (
-    Grid, CyclicLoader, as_device, collect, make_batch, measure_batched_speedup, run_args, run_data, select_runs,
-    speedup_args, sweep_grids, train_run, batching_pays, data_width,
+    DEFAULT_PRECISION, Grid, CyclicLoader, as_device, collect, make_batch, measure_batched_speedup, resolve_precision,
+    run_args, select_runs, setup_run, speedup_args, sweep_grids, train_run, batching_pays, data_width,
 )
 from plench.selection import CRITERIA, results_table
 from shared import sweep as runs
 from shared.errors import ConfigError, unknown_choice
 from shared.runlog import log_run
-from shared.seeding import seed_everything
 
 # ``shared.runlog`` kinds (``plench.cost`` plans them): a run of Figure 1's "training" arm (key: its folder name,
 # logged by ``shared.sweep.launch``) and one model of the PiCO+/ALIM compat check (key: ``compat_check_key``).
@@ -212,7 +210,8 @@ def tabular_grids(cfg: Mapping) -> list[Grid]:
     ``hparams_overrides`` separately, and the ``fixed_variants`` run (if ``compat``) with ``compat=False``; only
     algorithms listed in ``algorithms`` run."""
     common = dict(n_hparams=cfg["n_hparams"], n_trials=cfg["n_trials"], arch="mlp", steps=cfg["steps"],
-                  checkpoint_freq=cfg["checkpoint_freq"], batched=cfg["batched"], executor=cfg.get("executor"))
+                  checkpoint_freq=cfg["checkpoint_freq"], batched=cfg["batched"], executor=cfg.get("executor"),
+                  precision=precision_setting(cfg))
     overrides = cfg.get("hparams_overrides") or {}
     algorithms = list(cfg["algorithms"])
     grids = [Grid(tuple(a for a in algorithms if a not in overrides), compat=cfg["compat"], **common)]
@@ -221,6 +220,14 @@ def tabular_grids(cfg: Mapping) -> list[Grid]:
     if cfg["compat"]:
         grids.append(Grid(tuple(a for a in cfg.get("fixed_variants") or () if a in algorithms), compat=False, **common))
     return [g for g in grids if g.algorithms]
+
+
+def precision_setting(cfg: Mapping) -> str:
+    """The notebook's ``precision`` setting ("auto" when the settings have none), checked: a ConfigError names the
+    valid ones (``plench.protocol.PRECISIONS``). It is resolved against the device where the runs are named."""
+    precision = cfg.get("precision", DEFAULT_PRECISION)
+    resolve_precision(precision, "cpu")
+    return precision
 
 
 def image_overrides(cfg: Mapping, algorithm: str) -> dict | None:
@@ -232,36 +239,41 @@ def image_overrides(cfg: Mapping, algorithm: str) -> dict | None:
 
 def image_grids(cfg: Mapping) -> list[Grid]:
     """The image notebook's sweeps: one per network and algorithm (its own overrides, ``image_overrides``)."""
+    precision = precision_setting(cfg)
     return [Grid((a,), n_hparams=cfg["n_hparams"], n_trials=cfg["n_trials"], arch=arch, steps=cfg["steps"],
                  checkpoint_freq=cfg["checkpoint_freq"], compat=cfg["compat"],
-                 hparams_overrides=image_overrides(cfg, a), executor=cfg.get("executor"))
+                 hparams_overrides=image_overrides(cfg, a), executor=cfg.get("executor"), precision=precision)
             for arch in cfg["archs"] for a in cfg["algorithms"]]
 
 
 # ------------------------------------------------------------------------------------------------ batched speed-up
-def speedup_calls(dataset_names: Sequence[str], spec: Mapping, *, checkpoint_freq: int) -> list[dict]:
+def speedup_calls(dataset_names: Sequence[str], spec: Mapping, *, checkpoint_freq: int,
+                  precision: str = DEFAULT_PRECISION, device="cpu") -> list[dict]:
     """The ``measure_batched_speedup`` calls of ``batched_speedup`` (its ``speedup_args``, one per batch size):
     ``spec["configs"]`` random configurations of ``spec["algorithm"]`` (hparams seeds 1.., trial seeds 0 and 1)
     with the batch size forced, ``spec["steps"]`` steps, on ``spec["dataset"]`` (the first of ``dataset_names``,
-    the datasets loaded, if that one is absent)."""
+    the datasets loaded, if that one is absent); ``precision`` resolved against ``device``."""
     name = spec["dataset"] if spec["dataset"] in dataset_names else next(iter(dataset_names))
     pairs = [(h, h % 2) for h in range(1, int(spec["configs"]) + 1)]
+    precision = resolve_precision(precision, device, "mlp")  # the speed-up trains stacked MLPs
     return [speedup_args(name, spec["algorithm"], pairs, steps=int(spec["steps"]), checkpoint_freq=checkpoint_freq,
-                         hparams_overrides={"batch_size": int(size)})
+                         hparams_overrides={"batch_size": int(size)}, precision=precision)
             for size in spec.get("batch_sizes") or (32, 64, 128)]
 
 
 def batched_speedup(datasets: Mapping[str, PLLDataset], spec: Mapping, *, checkpoint_freq: int,
-                    device="cpu") -> pd.DataFrame:
+                    device="cpu", precision: str = DEFAULT_PRECISION) -> pd.DataFrame:
     """``measure_batched_speedup`` at each of ``spec["batch_sizes"]`` (default 32, 64 and 128, the MLP search grid),
     as ``speedup_calls`` lists them. One row per batch size, with ``batched_by_auto``: whether
     ``sweep(batched="auto")`` trains that batch size together."""
     rows = []
-    for call in speedup_calls(list(datasets), spec, checkpoint_freq=checkpoint_freq):
+    for call in speedup_calls(list(datasets), spec, checkpoint_freq=checkpoint_freq, precision=precision,
+                              device=device):
         dataset, size = datasets[call["dataset"]], call["hparams_overrides"]["batch_size"]
         speed = measure_batched_speedup(dataset, call["algorithm"], [tuple(c) for c in call["configs"]],
                                         steps=call["steps"], checkpoint_freq=call["checkpoint_freq"], device=device,
-                                        hparams_overrides=call["hparams_overrides"])
+                                        hparams_overrides=call["hparams_overrides"],
+                                        precision=call.get("precision", "fp32"))
         rows.append({"algorithm": call["algorithm"], "dataset": dataset.name, "batch_size": size,
                      "batched_by_auto": batching_pays(size, "auto", data_width(dataset)), **speed})
     return pd.DataFrame(rows)
@@ -376,21 +388,25 @@ def validation_as_training(ds: PLLDataset, trial_seed: int, *, holdout_fraction:
 
 def validation_training_args(datasets: Sequence[PLLDataset], algorithms: Sequence[str], *, n_trials: int, arch: str,
                              checkpoint_freq: int, steps: int | None = None, compat: bool = True,
-                             hparams_overrides: dict | None = None) -> list[dict]:
+                             hparams_overrides: dict | None = None, precision: str = DEFAULT_PRECISION,
+                             device="cpu") -> list[dict]:
     """The runs of ``train_with_validation``: its ``run_args`` with ``"arm": "validation_in_training"`` (which
-    names the run folders apart from the search's runs of the same configuration; records keep ``run_args``)."""
+    names the run folders apart from the search's runs of the same configuration; records keep ``run_args``);
+    ``precision`` resolved against ``device``."""
+    precision = resolve_precision(precision, device, arch)
     return [{**run_args(ds.name, algorithm, arch=arch, hparams_seed=0, trial_seed=t, steps=steps or ds.steps,
-                        checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides),
+                        checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides,
+                        precision=precision),
              "arm": "validation_in_training"}
             for t in range(n_trials) for ds in datasets for algorithm in algorithms]
 
 
 def validation_use_grid(cfg: Mapping) -> tuple[Grid, dict]:
     """The runs of ``validation_use_arms``' settings: the "validation" arm's search (a ``Grid``) and the arguments
-    its "training" arm shares with it (n_trials, arch, steps, checkpoint_freq, compat) for ``train_with_validation``
-    and ``validation_training_args``."""
+    its "training" arm shares with it (n_trials, arch, steps, checkpoint_freq, compat, precision) for
+    ``train_with_validation`` and ``validation_training_args``."""
     common = dict(n_trials=cfg["n_trials"], arch=cfg["arch"], steps=cfg["steps"], checkpoint_freq=cfg["checkpoint_freq"],
-                  compat=cfg["compat"])
+                  compat=cfg["compat"], precision=precision_setting(cfg))
     grid = Grid(tuple(cfg["algorithms"]), n_hparams=cfg["n_hparams"], batched=cfg["batched"],
                 executor=cfg.get("executor"), **common)
     return grid, common
@@ -417,7 +433,8 @@ def validation_use_arms(datasets: Mapping[str, PLLDataset], cfg: Mapping, *, out
         raise submitted
     moved = train_with_validation(data, cfg["algorithms"], out_dir=out_dir / "training", device=device,
                                   executor=cfg.get("executor"), **common)
-    trained = select_runs(collect(out_dir / "training"), validation_training_args(data, cfg["algorithms"], **common))
+    trained = select_runs(collect(out_dir / "training"),
+                          validation_training_args(data, cfg["algorithms"], **common, device=device))
     validation = results_table(searched, nan_policy=cfg["nan_policy"], how=cfg["error"])
     training = results_table(trained, nan_policy=cfg["nan_policy"], how=cfg["error"])
     arms = pd.concat([validation[validation["criterion"] == "OA&ES"].assign(arm="validation"),
@@ -481,12 +498,14 @@ class _TrainWithValidation:
             self._moved[key] = validation_as_training(self.datasets[key[0]], key[1])
         train_run(self._moved[key], args["algorithm"], arch=args["arch"], hparams_seed=0, trial_seed=args["trial_seed"],
                   steps=args["steps"], checkpoint_freq=args["checkpoint_freq"], out_dir=run_dir, device=self.device,
-                  compat=args["compat"], hparams_overrides=self.hparams_overrides)
+                  compat=args["compat"], hparams_overrides=self.hparams_overrides,
+                  precision=args.get("precision", "fp32"))
 
 
 def train_with_validation(datasets: Sequence[PLLDataset], algorithms: Sequence[str], *, n_trials: int, arch: str,
                           checkpoint_freq: int, out_dir, steps: int | None = None, device="cpu", compat: bool = True,
-                          hparams_overrides: dict | None = None, executor=None) -> dict[str, int]:
+                          hparams_overrides: dict | None = None, executor=None,
+                          precision: str = DEFAULT_PRECISION) -> dict[str, int]:
     """Figure 1's "training" arm: for every (trial seed, dataset, algorithm), one run with the default
     hyperparameters (hparams seed 0) on ``validation_as_training(dataset, trial_seed)``, resumably under
     ``out_dir`` (finished runs are skipped), where ``executor`` says (``shared.sweep.launch``; None: this
@@ -497,26 +516,22 @@ def train_with_validation(datasets: Sequence[PLLDataset], algorithms: Sequence[s
         raise unknown_choice("algorithm", unknown[0], ALGORITHMS)
     args_list = validation_training_args(datasets, algorithms, n_trials=n_trials, arch=arch,
                                          checkpoint_freq=checkpoint_freq, steps=steps, compat=compat,
-                                         hparams_overrides=hparams_overrides)
+                                         hparams_overrides=hparams_overrides, precision=precision, device=device)
     return runs.launch(args_list, _TrainWithValidation(datasets, algorithms, device, hparams_overrides), out_dir,
                        desc="plench training arm", executor=executor, kind=TRAINING_ARM_KIND)
 
 
 # ------------------------------------------------------------------------------------------------ a model to inspect
 def train_model(dataset: PLLDataset, algorithm: str, *, arch: str, trial_seed: int, steps: int, hparams_seed: int = 0,
-                hparams_overrides: dict | None = None, compat: bool = True, device="cpu") -> Algorithm:
+                hparams_overrides: dict | None = None, compat: bool = True, device="cpu",
+                precision: str = DEFAULT_PRECISION) -> Algorithm:
     """The model of ``plench.protocol.train_run`` with the same arguments after ``steps`` steps (same hparams,
-    split, seeds, batches and views), without records or checkpoints; for reading an algorithm's state."""
+    split, seeds, batches, views and precision), without records or checkpoints; for reading an algorithm's state."""
     device = as_device(device)
     args = run_args(dataset.name, algorithm, arch=arch, hparams_seed=hparams_seed, trial_seed=trial_seed,
-                    steps=steps, checkpoint_freq=steps, compat=compat, hparams_overrides=hparams_overrides)
-    hparams = hparams_for(algorithm, arch, hparams_seed=hparams_seed, trial_seed=trial_seed, dataset=dataset.name,
-                          compat=compat)
-    hparams.update(hparams_overrides or {})
-    data = run_data(dataset, trial_seed, device)
-    seed_everything(args["seed"])
-    model = make_algorithm(algorithm, data.input_shape, data.train_S.shape[1], data.train_S, hparams, arch=arch,
-                           steps=steps, compat=compat).to(device)
+                    steps=steps, checkpoint_freq=steps, compat=compat, hparams_overrides=hparams_overrides,
+                    precision=resolve_precision(precision, device, arch))
+    hparams, data, model = setup_run(dataset, algorithm, args, device)
     loader = CyclicLoader(len(data.train_x), int(hparams["batch_size"]), args["seed"])
     augment = torch.Generator().manual_seed(args["seed"] + 1)
     model.train()
@@ -526,16 +541,19 @@ def train_model(dataset: PLLDataset, algorithm: str, *, arch: str, trial_seed: i
 
 
 def compat_check_calls(algorithms: Sequence[str], *, arch: str, steps: int,
-                       overrides: Mapping[str, dict | None] | None = None) -> list[dict]:
+                       overrides: Mapping[str, dict | None] | None = None, precision: str = DEFAULT_PRECISION,
+                       device="cpu") -> list[dict]:
     """``compat_confidences``' ``train_model`` arguments (less the dataset and device): each algorithm with the
-    official ``update`` (compat) and the fixed one, ``prot_start`` (and PiCO+'s ``knn_start``) lowered to 5 (10)."""
+    official ``update`` (compat) and the fixed one, ``prot_start`` (and PiCO+'s ``knn_start``) lowered to 5 (10);
+    ``precision`` resolved against ``device``, named only when bf16 (as in ``run_args``)."""
+    bf16 = {"precision": "bf16"} if resolve_precision(precision, device, arch) == "bf16" else {}
     calls = []
     for algorithm in algorithms:
         for compat in (True, False):
             lowered = {**((overrides or {}).get(algorithm) or {}), "prot_start": 5,
                        **({"knn_start": 10} if algorithm == "PiCO_plus" else {})}
             calls.append({"algorithm": algorithm, "arch": arch, "trial_seed": 0, "steps": steps,
-                          "hparams_overrides": lowered, "compat": compat})
+                          "hparams_overrides": lowered, "compat": compat, **bf16})
     return calls
 
 
@@ -545,15 +563,17 @@ def compat_check_key(dataset: str, call: Mapping) -> str:
 
 
 def compat_confidences(dataset: PLLDataset, algorithms: Sequence[str], *, arch: str, steps: int,
-                       overrides: Mapping[str, dict | None] | None = None, device="cpu") -> pd.DataFrame:
+                       overrides: Mapping[str, dict | None] | None = None, device="cpu",
+                       precision: str = DEFAULT_PRECISION) -> pd.DataFrame:
     """PiCO+ and ALIM under the official ``update`` (compat) and the fixed one: each algorithm trained ``steps``
     steps (``train_model``, trial seed 0) both ways, its confidences read. ``prot_start`` (and PiCO+'s
     ``knn_start``) are lowered to 5 (10) so that the fixed versions leave warm-up within the run. Columns:
     algorithm (display name), compat, steps, curr_iter, "max |w - s/|S||" and uniform (confidences exactly s/|S|)."""
     rows = []
-    for call in compat_check_calls(algorithms, arch=arch, steps=steps, overrides=overrides):
+    for call in compat_check_calls(algorithms, arch=arch, steps=steps, overrides=overrides, precision=precision,
+                                   device=as_device(device)):
         start = time.perf_counter()
-        model = train_model(dataset, **call, device=device)
+        model = train_model(dataset, **{"precision": "fp32", **call}, device=device)
         log_run(COMPAT_CHECK_KIND, compat_check_key(dataset.name, call), built=True,
                 seconds=time.perf_counter() - start)
         uniform = model.uniform_confidence()
@@ -572,7 +592,7 @@ def image_compat_check(datasets: Mapping[str, PLLDataset], cfg: Mapping, device=
         return compat_confidences(None, [], arch=cfg["fig4"]["arch"], steps=check["steps"])
     return compat_confidences(datasets[check["dataset"]], check["algorithms"], arch=cfg["fig4"]["arch"],
                               steps=check["steps"], overrides={a: image_overrides(cfg, a) for a in check["algorithms"]},
-                              device=device)
+                              device=device, precision=precision_setting(cfg))
 
 
 def split_sizes(datasets: Mapping[str, PLLDataset], trial_seed: int = 0) -> pd.DataFrame:

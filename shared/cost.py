@@ -1,7 +1,7 @@
 """What a batch of notebooks costs, before it runs: runs, steps, examples, FLOPs and hours per notebook and paper.
 
     python -m shared.cost [PAPER ...] --profile full|rehearsal|smoke [-f params.yaml] [-p NAME VALUE] [--only STEM]
-                          [--device nvidia-h100] [--utilization 0.35] [--json PATH]
+                          [--device nvidia-h100] [--utilization 0.35] [--json PATH] [--against MANIFEST]
 
 **Plans come from the notebooks' own code.** Each paper declares ``plan(notebook, cfg, params)`` in
 ``<paper>/cost.py`` (like ``<paper>/requirements.py`` for the preflight): it returns the ``PlannedRun`` of every
@@ -228,6 +228,19 @@ def price(plans: dict[str, list[PlannedRun]], calibration: Calibration, *,
     return out
 
 
+def is_gpu(slug: str) -> bool:
+    """Whether a calibration slug names a GPU (the data-sheet ones and measured ``nvidia-*`` / ``amd-*`` files)."""
+    return not slug.startswith("cpu")
+
+
+def on_device(argv: list[str], slug: str) -> list[str]:
+    """The runner's arguments ``argv`` as the notebooks would run on the priced device ``slug``: on a GPU, with
+    ``-p device cuda`` unless ``argv`` sets a device. Planning happens on this machine, where "auto" may be the CPU,
+    but the papers' code picks its precision by device (mixed precision on CUDA), and so must the plan."""
+    sets_device = any(a == "-p" and b == "device" for a, b in zip(argv, argv[1:]))
+    return [*argv, "-p", "device", "cuda"] if is_gpu(slug) and not sets_device else list(argv)
+
+
 def flop_bound_hours(flops: float, peak_tflops: float, utilization: float = 1.0) -> float:
     """Hours to do ``flops`` at ``utilization`` of ``peak_tflops``."""
     return flops / (peak_tflops * 1e12 * utilization) / 3600 if peak_tflops else math.nan
@@ -310,6 +323,48 @@ def print_report(rows: list[dict], calibration: Calibration, utilization: float,
               file=out)
 
 
+# -- the model against what ran -------------------------------------------------------------------------------------
+def against_records(priced: dict[str, Priced], manifest: str | Path) -> list[dict]:
+    """The plan beside a batch's records (the runner's ``manifest.json``): per notebook its planned and recorded
+    runs (``record["runs"]``, ``shared.runlog``), the predicted seconds of the runs charged to it, the seconds its
+    runs took to build and its wall time; then per paper, where shared runs built by whichever notebook got there
+    first even out. The predicted time covers the runs only (steps and priced CPU work), not the kernel, the data
+    loading or the page; compare it with ``built_s``."""
+    try:
+        records = json.loads(Path(manifest).read_text())["notebooks"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"cannot read the runner's records from {manifest} ({e}); give the manifest.json of a "
+                          "batch run with python -m shared.run ... --out DIR") from None
+    rows, papers = [], {}
+    for key, p in priced.items():
+        record = records.get(key)
+        if record is None:
+            continue
+        logged = record.get("runs") or {}
+        row = {"paper": key.split("/")[0], "notebook": key.split("/")[1].removesuffix(".ipynb"),
+               "status": record.get("status"), "planned_runs": p.runs,
+               "recorded_runs": sum(v["runs"] for v in logged.values()), "predicted_s": p.seconds,
+               "built_s": sum(v.get("build_s", 0.0) for v in logged.values()), "wall_s": record.get("wall_s") or 0.0}
+        rows.append(row)
+        totals = papers.setdefault(row["paper"], {"paper": row["paper"], "notebook": "all", "status": "",
+                                                  "planned_runs": 0, "recorded_runs": 0, "predicted_s": 0.0,
+                                                  "built_s": 0.0, "wall_s": 0.0})
+        for name in ("planned_runs", "recorded_runs", "predicted_s", "built_s", "wall_s"):
+            totals[name] += row[name]
+    for row in [*rows, *papers.values()]:
+        row["ratio"] = row["predicted_s"] / row["built_s"] if row["built_s"] > 0 else math.nan
+    return rows + list(papers.values())
+
+
+def print_against(rows: list[dict], out=sys.stdout) -> None:
+    print(f"{'notebook':<34}{'runs plan/rec':>14}{'predicted':>11}{'built':>9}{'wall':>9}{'pred/built':>11}", file=out)
+    for r in rows:
+        name = f"{r['paper']}/{r['notebook']}" if r["notebook"] != "all" else f"{r['paper']} (all)"
+        ratio = "—" if math.isnan(r["ratio"]) else f"{r['ratio']:.2f}"
+        print(f"{name:<34}{r['planned_runs']:>7}/{r['recorded_runs']:<6}{r['predicted_s']:>10.1f}s{r['built_s']:>8.1f}s"
+              f"{r['wall_s']:>8.1f}s{ratio:>11}", file=out)
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="python -m shared.cost", description=__doc__.split("\n\n")[0])
     parser.add_argument("papers", nargs="*", metavar="PAPER")
@@ -323,6 +378,8 @@ def parse_args(argv=None):
     parser.add_argument("--utilization", type=float, default=DEFAULT_UTILIZATION,
                         help="share of peak assumed for workloads the device has not measured")
     parser.add_argument("--json", help="also write the rows as JSON here")
+    parser.add_argument("--against", metavar="MANIFEST", help="compare the plan with a batch's records (the "
+                        "runner's manifest.json for the same papers, files and parameters)")
     return parser.parse_args(argv)
 
 
@@ -337,6 +394,8 @@ def main(argv=None) -> int:
             passthrough += ["-p", name, value]
         for pattern in args.only:
             passthrough += ["--only", pattern]
+        device = args.device or ("nvidia-h100" if args.profile == "full" else default_cpu_device())
+        passthrough = on_device(passthrough, device)
         if args.profile == "rehearsal":
             jobs = []
             for paper in args.papers or _papers():
@@ -345,13 +404,17 @@ def main(argv=None) -> int:
         else:
             jobs = batch_jobs(passthrough, profile)
         plans = plan_batch(jobs, profile)
-        device = args.device or ("nvidia-h100" if args.profile == "full" else default_cpu_device())
         calibration = Calibration.load(device)
-        rows = report_rows(price(plans, calibration, utilization=args.utilization), calibration, args.utilization)
+        priced = price(plans, calibration, utilization=args.utilization)
+        rows = report_rows(priced, calibration, args.utilization)
+        checked = against_records(priced, args.against) if args.against else None
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print_report(rows, calibration, args.utilization)
+    if checked is not None:
+        print(f"\nagainst {args.against} (times on {calibration.slug}):")
+        print_against(checked)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

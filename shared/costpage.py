@@ -18,6 +18,7 @@ from shared.cost import (
     Calibration,
     Priced,
     batch_jobs,
+    on_device,
     flop_bound_hours,
     plan_batch,
     price,
@@ -48,7 +49,7 @@ class FullProfileCosts:
 def full_profile_costs(device: str = DEVICE, utilization: float = DEFAULT_UTILIZATION) -> FullProfileCosts:
     """Plan and price every paper's full profile (``profiles.yaml``'s full settings) on ``device``."""
     calibration = Calibration.load(device)
-    plans = plan_batch(batch_jobs([], "full"), "full")
+    plans = plan_batch(batch_jobs(on_device([], device), "full"), "full")
     return FullProfileCosts(calibration, price(plans, calibration, utilization=utilization), utilization)
 
 

@@ -965,7 +965,9 @@ class MaskRCNNFamily(Family):
     stage 1 frozen (trainable_layers 3); 1000 RPN proposals per image in training; no pre-trained weights). That module
     imports pycocotools, which a bare box lacks, so the same calls are made here. Train, as
     ``benchmark_n.maskrcnn.fit_predict``: images and targets moved from the CPU, the loss dict summed, a finiteness
-    check, SGD (momentum 0.9, weight decay 1e-4), fp32. Each image carries ``instances`` synthetic objects (COCO
+    check, SGD (momentum 0.9, weight decay 1e-4), in fp32 or bf16 (autocast on CUDA around the forward, no
+    GradScaler; the project autocasts the networks alone and keeps the box geometry between them in fp32, a
+    difference of a few cheap elementwise ops). Each image carries ``instances`` synthetic objects (COCO
     averages 7.3), a box and a filled mask each. Infer: eval mode, the class head biased towards 5 classes so that
     100 detections per image pass the 0.05 threshold and reach the mask head as a trained model's would (random
     weights score every class about 1/81), masks thresholded at 0.5 and copied to the CPU.
@@ -981,8 +983,9 @@ class MaskRCNNFamily(Family):
         _need_shape(w, 3, "images (3, H, W)")
         if w.shape[0] != 3:
             raise ConfigError(f"{w.key}: Mask R-CNN takes RGB images (3, H, W)")
-        if w.precision != "fp32":
-            raise ConfigError(f"{w.key}: Benchmark-N trains Mask R-CNN in fp32 (no mixed precision, as mmdet's config)")
+        if w.precision not in ("fp32", "bf16"):
+            raise ConfigError(f"{w.key}: Benchmark-N trains Mask R-CNN in fp32 (mmdet's config) or with bf16 autocast "
+                              "(benchmark_n.maskrcnn's precision), never fp16")
 
     @staticmethod
     def model(num_classes: int, min_size: int, max_size: int):
@@ -1020,13 +1023,17 @@ class MaskRCNNFamily(Family):
         def to_device(images, targets):
             return ([im.to(device) for im in images], [{k: v.to(device) for k, v in t.items()} for t in targets])
 
+        amp = device.type == "cuda" and w.precision != "fp32"
+
         def compute_on(images, targets):
             if w.phase == "infer":
                 model.eval()
-                with torch.no_grad():
+                with torch.no_grad(), _autocast(device, w.precision):
                     return model(images)
             model.train()
-            sum(model(images, targets).values()).backward()
+            with _autocast(device, w.precision):
+                parts = model(images, targets)
+            sum(parts.values()).backward()
 
         if w.phase == "infer":
             # random weights score every class about 1/81, under the 0.05 threshold: nothing would reach the mask
@@ -1040,15 +1047,18 @@ class MaskRCNNFamily(Family):
 
             def infer():
                 with torch.no_grad():
-                    return [(out["masks"][:, 0] > 0.5).cpu() for out in model([im.to(device) for im in images])]
+                    with _autocast(device, w.precision):
+                        outs = model([im.to(device) for im in images])
+                    return [(out["masks"][:, 0].float() > 0.5).cpu() for out in outs]
 
-            return Step(infer, w.batch, compute=lambda: compute_on(*to_device(images, targets)), model=model)
+            return Step(infer, w.batch, compute=lambda: compute_on(*to_device(images, targets)), amp=amp, model=model)
         opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.02 * w.batch / 16,
                               momentum=0.9, weight_decay=1e-4)
 
         def train():
             model.train()
-            parts = model(*to_device(images, targets))
+            with _autocast(device, w.precision):
+                parts = model(*to_device(images, targets))
             loss = sum(parts.values())
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"Mask R-CNN loss is {loss.item()}")
@@ -1057,7 +1067,7 @@ class MaskRCNNFamily(Family):
             opt.step()
             return loss.item()
 
-        return Step(train, w.batch, compute=lambda: compute_on(*to_device(images, targets)), model=model)
+        return Step(train, w.batch, compute=lambda: compute_on(*to_device(images, targets)), amp=amp, model=model)
 
 
 # ================================================================================================ FLOPs
@@ -1160,18 +1170,23 @@ def flops(w: Workload, *, device=None, cache: bool = True) -> float:
     """Forward + backward FLOPs of one step of ``w`` (forward only for infer), counted on the real architecture at
     the real input shape (``count_flops``: the meta device where it works, else ``device``/CPU at a small batch
     scaled linearly) and cached by workload key in ``<cache_dir>/workload-flops.json``; on a miss the committed
-    calibration files' counts (device-independent) are used before counting."""
+    calibration files' counts (device-independent) are used before counting. The count does not depend on the
+    precision (a matmul is the same FLOPs in bf16) nor on the memory layout (``channels_last``), so one count serves
+    every precision and layout of a shape."""
+    same = _replace(w, precision="fp32", options=tuple((k, v) for k, v in w.options if k != "channels_last"))
     if cache:
-        hit = _read_json(flops_cache_path()).get(w.key)
-        if hit is None:  # a fresh checkout: the committed calibrations hold the full profile's counts
-            hit = _committed_flops().get(w.key)
-        if hit is not None:
-            return float(hit)
-    value = _count_anywhere(w, device)
+        table, committed = _read_json(flops_cache_path()), _committed_flops()
+        for key in dict.fromkeys((w.key, same.key)):
+            hit = table.get(key)
+            if hit is None:  # a fresh checkout: the committed calibrations hold the full profile's counts
+                hit = committed.get(key)
+            if hit is not None:
+                return float(hit)
+    value = _count_anywhere(same, device)
     if cache:
         path = flops_cache_path()
         table = _read_json(path)  # re-read: another process may have added entries meanwhile
-        table[w.key] = value
+        table[same.key] = value
         _write_json_atomic(path, {"version": FLOPS_VERSION, "flops": table})
     return value
 
@@ -1317,32 +1332,34 @@ def _full_profile() -> list[tuple[Workload, float, str]]:
         "ciln 01 CLIP ViT-B/32 zero-shot on corrupted CIFAR-10 (resized on the device)")
 
     # -- Plench: the image tables (03_image: 2 datasets x 20 hparams x 3 trials x 60,000 steps per algorithm and
-    # network; 04_validation_use the same again with ResNet-32), Adam, fp32, batch 256, views on the device
+    # network; 04_validation_use the same again with ResNet-32), Adam, batch 256, views on the device; bf16 mixed
+    # precision and channels_last on CUDA (plench.protocol's precision "auto"), as plench.cost prices them
     combos: dict[tuple[int, int, str], list[str]] = {}
     for algorithm, passes in PLENCH_IMAGE_PASSES.items():
         combos.setdefault(passes, []).append(algorithm)
     for arch, runs_per_algorithm in (("resnet32", 240), ("densenet_bc", 120)):
         for (views, nograd, augment), algorithms in combos.items():
-            add(W("cifar_resnet", arch, "train", 256, CIFAR, "fp32",
-                  {"optimizer": "adam", "augment": augment, "views": views, "nograd": nograd}),
+            add(W("cifar_resnet", arch, "train", 256, CIFAR, "bf16",
+                  {"optimizer": "adam", "augment": augment, "views": views, "nograd": nograd, "channels_last": True}),
                 runs_per_algorithm * 60_000 * len(algorithms), f"plench 03/04 image algorithms {', '.join(algorithms)}")
-        add(W("cifar_resnet", arch, "infer", 512, CIFAR), runs_per_algorithm * 26 * 60 * 30,
-            "plench 03/04 checkpoint evaluation (batch 512)")
+        add(W("cifar_resnet", arch, "infer", 512, CIFAR, "bf16", {"channels_last": True}),
+            runs_per_algorithm * 26 * 60 * 30, "plench 03/04 checkpoint evaluation (batch 512)")
     for dataset, (d, q) in PLENCH_TABULAR.items():  # 02_tabular: 20 algorithms x 20 hparams x 5 trials
         add(W("tabular_mlp", "mlp", "train", 128, (d,), "fp32", {"num_classes": q}), 2000 * _PALM_STEPS[dataset],
             f"plench 02 tabular {dataset} (Linear({d}, 500) -> ReLU -> Linear(500, {q}))")
 
-    # -- LNLFN: DeBERTa-v3-base sweeps (batch 8..128 drawn; 01: batch 32), the model survey at batch 32, fp32
+    # -- LNLFN: DeBERTa-v3-base sweeps (batch 8..128 drawn; 01: batch 32), the model survey at batch 32; bf16
+    # autocast on CUDA (lnlfn.finetune's bf16 "auto")
     for batch, steps in ((8, 3.8e6), (16, 1.9e6), (32, 1.7e6), (64, 4.7e5), (128, 2.3e5)):
-        add(W("text_encoder", "deberta-v3-base", "train", batch, (128,), "fp32", {"num_labels": 3}), steps,
+        add(W("text_encoder", "deberta-v3-base", "train", batch, (128,), "bf16", {"num_labels": 3}), steps,
             "lnlfn 01/03/05 fine-tuning sweeps (SNLI, IMDB, Amazon, TweetNLP)")
-    add(W("text_encoder", "deberta-v3-base", "train", 32, (128,), "fp32", {"num_labels": 12, "task": "token"}), 2.0e4,
+    add(W("text_encoder", "deberta-v3-base", "train", 32, (128,), "bf16", {"num_labels": 12, "task": "token"}), 2.0e4,
         "lnlfn TweetNLP token classification")
-    add(W("text_encoder", "deberta-v3-base", "infer", 64, (128,), "fp32", {"num_labels": 3}), 1.0e5,
+    add(W("text_encoder", "deberta-v3-base", "infer", 64, (128,), "bf16", {"num_labels": 3}), 1.0e5,
         "lnlfn scoring the eval items of every run (batch 64)")
     for arch in LNLFN_MODELS:
         if arch != "deberta-v3-base":
-            add(W("text_encoder", arch, "train", 32, (128,), "fp32", {"num_labels": 3}), 2.0e4,
+            add(W("text_encoder", arch, "train", 32, (128,), "bf16", {"num_labels": 3}), 2.0e4,
                 "lnlfn 02 model survey (25 runs on TweetNLP-5)")
 
     # -- NoisywikiHow: seven PLMs, batch 64, bf16 autocast, 158 classes; BART is the base of every method table

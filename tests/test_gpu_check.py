@@ -124,6 +124,26 @@ def test_flops_are_cached_by_key(cache_dir):
     assert W.flops_cache_path().parent == cache_dir
 
 
+def test_flops_do_not_depend_on_the_precision(cache_dir, monkeypatch):
+    """A bf16 channels-last step is the fp32 step's FLOPs, counted once for both: no second count for another
+    precision or memory layout."""
+    fp32 = W.Workload("cifar_resnet", "resnet20", "train", 8, (3, 32, 32), "fp32")
+    bf16 = W.Workload("cifar_resnet", "resnet20", "train", 8, (3, 32, 32), "bf16", {"channels_last": True})
+    counted = W.flops(fp32)
+    monkeypatch.setattr(W, "_count_anywhere", lambda *a, **k: pytest.fail("counted again for bf16"))
+    assert W.flops(bf16) == counted
+
+
+def test_pricing_for_a_gpu_plans_the_notebooks_on_cuda():
+    """The plans priced for a GPU are those of notebooks run there (``-p device cuda``, unless a device is given),
+    since the papers' code picks its precision by device; a CPU calibration leaves the arguments alone."""
+    from shared.cost import on_device
+
+    assert on_device(["ciln", "-f", "x.yaml"], "nvidia-h100") == ["ciln", "-f", "x.yaml", "-p", "device", "cuda"]
+    assert on_device(["ciln", "-p", "device", "cpu"], "nvidia-h100") == ["ciln", "-p", "device", "cpu"]
+    assert on_device(["ciln"], "cpu-2core") == ["ciln"]
+
+
 def test_text_configs_match_the_published_sizes():
     """The configs written in code give each checkpoint's parameter count (base model, no head) within 3 %."""
     import torch

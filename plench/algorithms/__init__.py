@@ -22,12 +22,13 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
 
 
 def make_algorithm(name: str, input_shape, num_classes: int, train_S, hparams: dict, *, arch: str, steps: int,
-                   compat: bool = True) -> Algorithm:
-    """Build algorithm ``name`` for a training split with candidate sets ``train_S`` (n_train, q)."""
+                   compat: bool = True, precision: str = "fp32") -> Algorithm:
+    """Build algorithm ``name`` for a training split with candidate sets ``train_S`` (n_train, q); ``precision``
+    "fp32" (the official code's) or "bf16" (forward passes and losses under bfloat16 autocast)."""
     if name not in ALGORITHMS:
         raise unknown_choice("algorithm", name, ALGORITHMS)
     return ALGORITHMS[name](tuple(input_shape), num_classes, torch.as_tensor(train_S), hparams, arch=arch,
-                            steps=steps, compat=compat)
+                            steps=steps, compat=compat, precision=precision)
 
 
 def display_name(name: str) -> str:

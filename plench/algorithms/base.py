@@ -4,9 +4,21 @@ A run builds ``make_algorithm(name, input_shape, num_classes, train_S, hparams, 
 then calls ``update(batch)`` once per training step and ``predict(x)`` to evaluate. Per-example state
 (confidences ``w``) is an (n_train, q) tensor indexed by ``batch.idx``, the rows' positions in the
 training split. Algorithms never read ``batch.y``: it travels with the batch for metrics only.
+
+Precision. ``precision="fp32"`` (the default) is the official code's: no autocast anywhere. With ``"bf16"``
+``update`` runs ``train_step`` (forward passes and losses) under ``torch.autocast(device, dtype=torch.bfloat16)``
+and ``predict`` its forward likewise (logits returned as float32), on any device (CUDA in the runs, the CPU in the
+tests). Weights, gradients, optimizer state and every stored table (confidences, prototypes, queues, ...) stay
+in their own dtype, float32 or float64; ``step`` leaves autocast for the backward pass and the optimizer step.
+Algorithm maths that feeds stored state or is sensitive to rounding starts from float32 logits (``logits.float()``)
+or runs under ``float32_math`` (autocast suspended): a bf16 tensor must never reach an index_put into a float32
+table (it raises) nor round the confidences. No GradScaler: bfloat16 has float32's exponent range, so gradients
+do not underflow the way float16's do, and loss scaling buys nothing.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -14,8 +26,39 @@ import torch
 from torch import nn
 
 from plench import networks
+from shared.errors import unknown_choice
 
 GROUPS = ("vanilla PLL", "vanilla CLL", "holistic PLL", "noisy PLL")
+# An algorithm's resolved precision -> the autocast dtype of its forward passes (None: no autocast)
+AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16}
+
+
+def full_precision(device_type: str):
+    """A context that suspends autocast on ``device_type`` if it is on (float32 maths inside a bf16 step); a no-op
+    otherwise, so fp32 runs execute exactly the code they always did."""
+    if torch.is_autocast_enabled(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
+
+
+def float32_math(fn):
+    """Run ``fn`` in float32 under autocast: autocast suspended and its floating tensor arguments cast to float32
+    (float64 ones kept). Outside autocast ``fn`` runs untouched. For small, rounding-sensitive maths inside a
+    bf16 step: similarities divided by a temperature, prototype updates."""
+    def as_float(value):
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != torch.float64:
+            return value.float()
+        return value
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        tensor = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+        if tensor is None or not torch.is_autocast_enabled(tensor.device.type):
+            return fn(*args, **kwargs)
+        with torch.autocast(tensor.device.type, enabled=False):
+            return fn(*(as_float(a) for a in args), **{k: as_float(v) for k, v in kwargs.items()})
+
+    return wrapper
 
 
 @dataclass
@@ -45,7 +88,8 @@ class Algorithm(nn.Module):
     Arguments: ``input_shape`` (d,) or (C, H, W); ``train_S`` (n_train, q) candidate sets of the training
     split; ``hparams`` from ``plench.hparams.hparams_for``; ``arch`` a ``plench.networks`` featurizer;
     ``steps`` the run's total number of steps (schedules that depend on it); ``compat`` reproduces the
-    official code's behaviour where it departs from the published method (documented per algorithm).
+    official code's behaviour where it departs from the published method (documented per algorithm);
+    ``precision`` "fp32" (official) or "bf16" (autocast, see the module docstring).
     """
 
     name: ClassVar[str]
@@ -55,8 +99,11 @@ class Algorithm(nn.Module):
     tabular: ClassVar[bool] = True  # usable without image augmentations (Tables 7, 9-16)
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int, train_S: torch.Tensor, hparams: dict, *,
-                 arch: str, steps: int, compat: bool = True):
+                 arch: str, steps: int, compat: bool = True, precision: str = "fp32"):
         super().__init__()
+        if precision not in AUTOCAST_DTYPES:
+            raise unknown_choice("algorithm precision", precision, AUTOCAST_DTYPES)
+        self.precision = precision
         self.input_shape, self.num_classes, self.hparams = tuple(input_shape), num_classes, dict(hparams)
         self.arch, self.max_steps, self.compat = arch, int(steps), compat
         self.featurizer = networks.featurizer(arch, self.input_shape)
@@ -70,7 +117,8 @@ class Algorithm(nn.Module):
     # -- the contract ------------------------------------------------------------------------------------
     def update(self, batch: Batch) -> dict[str, float]:
         """One optimisation step on ``batch``; returns its losses as floats."""
-        losses = self.train_step(batch)
+        with self.autocast(batch.s.device.type):
+            losses = self.train_step(batch)
         self.curr_iter += 1
         return losses
 
@@ -78,8 +126,15 @@ class Algorithm(nn.Module):
         raise NotImplementedError
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits (n, q) for inputs x."""
-        return self.network(x)
+        """Logits (n, q) for inputs x (float32; the forward under autocast when the precision is bf16)."""
+        with self.autocast(x.device.type):
+            return self.network(x).float()
+
+    def autocast(self, device_type: str):
+        """The autocast context of this algorithm's forward passes on ``device_type``: bfloat16 autocast when its
+        precision is "bf16", a no-op (no context at all) in fp32."""
+        dtype = AUTOCAST_DTYPES[self.precision]
+        return contextlib.nullcontext() if dtype is None else torch.autocast(device_type, dtype=dtype)
 
     # -- helpers for subclasses ----------------------------------------------------------------------------
     def make_optimizer(self, params=None) -> torch.optim.Optimizer:
@@ -93,9 +148,12 @@ class Algorithm(nn.Module):
 
     @staticmethod
     def step(optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> float:
+        """Backward of ``loss`` and one optimizer step, outside autocast (autocast covers forwards and losses only;
+        the gradients and the Adam update are float32 like the weights)."""
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        with full_precision(loss.device.type):
+            loss.backward()
+            optimizer.step()
         return float(loss.detach())
 
 
@@ -105,7 +163,8 @@ class LossAlgorithm(Algorithm):
     ``train_step``: ``loss(logits, s, w)`` (w: the rows' confidences (B, q) or None) -> Adam step; then, for
     algorithms that keep confidences, the same batch is re-forwarded without gradients (train mode, as in the
     official code) and ``refresh(logits, s, w)`` gives the rows' new confidences. Keeping the loss and the
-    refresh as functions of tensors keeps them testable on hand-made logits.
+    refresh as functions of tensors keeps them testable on hand-made logits. Both receive float32 logits (the
+    network's bf16 output cast under mixed precision), so losses and confidences are computed in float32.
     """
 
     uses_confidence: ClassVar[bool] = False
@@ -129,8 +188,9 @@ class LossAlgorithm(Algorithm):
 
     def train_step(self, batch: Batch) -> dict[str, float]:
         w = self.confidence[batch.idx] if self.uses_confidence else None
-        value = self.step(self.optimizer, self.loss(self.network(batch.weak), batch.s, w))
+        value = self.step(self.optimizer, self.loss(self.network(batch.weak).float(), batch.s, w))
         if self.uses_confidence:
             with torch.no_grad():
-                self.confidence[batch.idx] = self.refresh(self.network(batch.weak), batch.s, w).to(self.confidence.dtype)
+                fresh = self.network(batch.weak).float()
+                self.confidence[batch.idx] = self.refresh(fresh, batch.s, w).to(self.confidence.dtype)
         return {"loss": value}

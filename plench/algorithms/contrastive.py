@@ -22,6 +22,10 @@ losses over an empty reliable (or unreliable) subset are 0 (the code's mean of n
 one mini-batch per step in our contract, so its mixup pairs the batch with a permutation of itself (the code
 mixes two independent batches), and its epochs are ``n_train // batch_size`` steps (the code tests
 ``curr_iter % (n_train / batch_size) == 0`` with a float, which a fixed run would rarely meet).
+
+Under bf16 mixed precision (``Algorithm.precision``) the encoders run under autocast but the pseudo-labels, the
+prototype similarities and EMA, PiCO+'s distances and kNN, and the InfoNCE/SupCon similarities (divided by a
+temperature of 0.07) are computed in float32; the queue and the prototypes are float32 tables.
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ from torch import nn
 
 from plench import networks
 from plench.algorithms import register
-from plench.algorithms.base import Algorithm, Batch
+from plench.algorithms.base import Algorithm, Batch, float32_math, full_precision
 from shared.errors import ConfigError
 
 TEMPERATURE = 0.07  # SupCon/InfoNCE temperature and base temperature, hard-coded in the official code
@@ -45,10 +49,13 @@ PICO_PLUS_MIXUP_ALPHA = 4.0  # PiCO+'s Beta(4, 4), hard-coded in the official co
 
 # -- shared pieces ----------------------------------------------------------------------------------------------
 def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """``-sum_j t_j log softmax(z)_j`` per row: logits (B, q), targets (B, q), treated as constants -> (B,)."""
+    """``-sum_j t_j log softmax(z)_j`` per row: logits (B, q), targets (B, q), treated as constants -> (B,);
+    in float32 (bf16 logits are cast up)."""
+    logits = logits.float()
     return -(targets.detach().to(logits.dtype) * F.log_softmax(logits, 1)).sum(1)
 
 
+@float32_math
 def infonce_loss(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor,
                  temperature: float = TEMPERATURE) -> torch.Tensor:
     """MoCo's InfoNCE: each query (B, d) against its key (B, d) as positive and the queue (K, d) as negatives."""
@@ -56,6 +63,7 @@ def infonce_loss(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor,
     return F.cross_entropy(logits, torch.zeros(len(q), dtype=torch.long, device=q.device))
 
 
+@float32_math
 def supcon_loss(features: torch.Tensor, positives: torch.Tensor, batch_size: int, *,
                 temperature: float = TEMPERATURE, base_temperature: float = TEMPERATURE,
                 weights: torch.Tensor | None = None) -> torch.Tensor:
@@ -77,6 +85,7 @@ def supcon_loss(features: torch.Tensor, positives: torch.Tensor, batch_size: int
     return loss.mean() if weights is None else (loss * weights.detach()).mean()
 
 
+@float32_math
 def ema_prototypes(prototypes: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, m: float) -> torch.Tensor:
     """Prototypes (q, d) after the code's per-example EMA over features (n, d) with labels (n,), L2-normalised.
 
@@ -228,12 +237,14 @@ class PiCO(Algorithm):
         """
         logits, q = self.moco.query(batch.weak)
         with torch.no_grad():
-            probs = F.softmax(logits, 1)
-            within = (probs * batch.s).argmax(1)
-            pseudo = within if reliable is None else torch.where(reliable, within, probs.argmax(1))
-            prot_sim = q @ self.prototypes.T
-            rows = slice(None) if reliable is None else reliable
-            self.prototypes.copy_(ema_prototypes(self.prototypes, q[rows], pseudo[rows], self.hparams["proto_m"]))
+            with full_precision(q.device.type):  # pseudo-labels and prototypes in float32 under mixed precision
+                probs = F.softmax(logits.float(), 1)
+                within = (probs * batch.s).argmax(1)
+                pseudo = within if reliable is None else torch.where(reliable, within, probs.argmax(1))
+                prot_sim = q.float() @ self.prototypes.T
+                rows = slice(None) if reliable is None else reliable
+                self.prototypes.copy_(ema_prototypes(self.prototypes, q.float()[rows], pseudo[rows],
+                                                     self.hparams["proto_m"]))
             self.moco.momentum_update(self.hparams["moco_m"])
             _, k = self.moco.key(batch.strong)
         queue = self.queue.snapshot()
@@ -269,7 +280,8 @@ class _CurrIterNeverAdvances:
         """One step. With ``compat=True`` ``curr_iter`` stays 0, as in the official code, so the run never leaves
         warm-up: confidences stay s/|S|, ALIM's lambda stays 0, the contrastive term stays InfoNCE and PiCO+'s
         selection, kNN and mixup never run. ``compat=False`` counts steps, giving the published methods."""
-        losses = self.train_step(batch)
+        with self.autocast(batch.s.device.type):  # as Algorithm.update
+            losses = self.train_step(batch)
         if not self.compat:
             self.curr_iter += 1
         return losses
@@ -408,7 +420,11 @@ class PiCO_plus(_CurrIterNeverAdvances, PiCO):
         features, labels = out.contrast_features(), out.contrast_labels()
         same_label = labels[:size, None] == labels[None, :]
         knn = self.curr_iter >= h["knn_start"]
-        knn_index = (features[:size] @ features.T).detach().topk(int(h["n_knn"]), dim=1).indices if knn else None
+        knn_index = None
+        if knn:
+            with torch.no_grad(), full_precision(features.device.type):
+                unit = features.detach().float()
+                knn_index = (unit[:size] @ unit.T).topk(int(h["n_knn"]), dim=1).indices
         positives = robust_positives(labels, torch.cat([reliable, reliable, out.queue_reliable]), size, knn_index)
         weights = (h["loss_weight"] * reliable + h["ur_weight"] * ~reliable).to(features.dtype) if knn else None
         contrastive = (supcon_loss(features, positives, size, weights=weights)

@@ -61,7 +61,7 @@ from torch import nn
 
 from plench import networks
 from plench.algorithms import register
-from plench.algorithms.base import Algorithm, Batch
+from plench.algorithms.base import Algorithm, Batch, float32_math, full_precision
 from plench.algorithms.contrastive import (TEMPERATURE, FeatureQueue, MoCoPair, ProjectedEncoder, infonce_loss,
                                            supcon_loss)
 from plench.algorithms.vanilla_pll import renormalise_within, weighted_ce
@@ -82,16 +82,20 @@ def _require(algorithm: Algorithm, names: tuple[str, ...]) -> None:
 
 
 def non_candidate_loss(logits: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-    """``-mean_B sum_{j not in S} log(1.0000001 - p_j)`` for logits (B, q) and candidate sets s (B, q)."""
-    return -(torch.log(NON_CANDIDATE_ONE - F.softmax(logits, 1)) * (1 - s)).sum(1).mean()
+    """``-mean_B sum_{j not in S} log(1.0000001 - p_j)`` for logits (B, q) and candidate sets s (B, q), in float32
+    (in bf16 the 1.0000001 is 1 and a saturated p_j gives log 0)."""
+    return -(torch.log(NON_CANDIDATE_ONE - F.softmax(logits.float(), 1)) * (1 - s)).sum(1).mean()
 
 
 def kl_to_targets(logits: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """``mean_B KL(w || softmax(z))`` (``nn.KLDivLoss(reduction="batchmean")``; 0 log 0 = 0): (B, q), (B, q) -> ()."""
+    """``mean_B KL(w || softmax(z))`` (``nn.KLDivLoss(reduction="batchmean")``; 0 log 0 = 0): (B, q), (B, q) -> ();
+    in float32 (bf16 logits are cast up)."""
+    logits = logits.float()
     return F.kl_div(F.log_softmax(logits, 1), w.to(logits.dtype), reduction="batchmean")
 
 
 # -- ABLE -------------------------------------------------------------------------------------------------------
+@float32_math
 def ambiguity_contrastive_loss(features: torch.Tensor, probs: torch.Tensor, s: torch.Tensor, w: torch.Tensor,
                                temperature: float, base_temperature: float = TEMPERATURE) -> torch.Tensor:
     """ABLE's ambiguity-induced contrastive loss over the 2B features of a batch's two views.
@@ -145,7 +149,7 @@ class ABLE(Algorithm):
     def train_step(self, batch: Batch) -> dict[str, float]:
         size = len(batch.idx)
         logits, features = self.encoder(torch.cat([batch.weak, batch.strong]))
-        probs = F.softmax(logits[:size], 1).detach()
+        probs = F.softmax(logits[:size].float(), 1).detach()  # float32: the confidences' refresh
         contrastive = ambiguity_contrastive_loss(features, probs, batch.s, self.anchor_confidence(batch.idx),
                                                  float(self.hparams["temperature"]))
         loss = weighted_ce(logits[:size], self.confidence[batch.idx]) + self.hparams["loss_weight"] * contrastive
@@ -195,7 +199,8 @@ class CRDPLL(Algorithm):
         loss = self.loss(self.network(batch.weak), self.network(batch.strong), batch.s, self.confidence[batch.idx])
         value = self.step(self.optimizer, loss)
         with torch.no_grad():
-            p_weak, p_strong = F.softmax(self.network(batch.weak), 1), F.softmax(self.network(batch.strong), 1)
+            p_weak = F.softmax(self.network(batch.weak).float(), 1)
+            p_strong = F.softmax(self.network(batch.strong).float(), 1)
             self.confidence[batch.idx] = crdpll_confidence(p_weak, p_strong, batch.s).to(self.confidence.dtype)
         return {"loss": value}
 
@@ -226,6 +231,7 @@ def rectified_distribution(p: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     return a * p_in + (1 - a) * p_out
 
 
+@float32_math
 def distribution_weights(dists: torch.Tensor, positives: torch.Tensor, batch_size: int,
                          dist_temperature: float) -> torch.Tensor:
     """DIRK's positive weights (B, N): softmax over each anchor's positives of ``cos(d_i, d_j) / dist_temperature``.
@@ -301,7 +307,7 @@ class DIRK(Algorithm):
         student, teacher, h = self.pair.query, self.pair.key, self.hparams
         with torch.no_grad():
             _, feat_t = teacher(batch.weak)
-            r = rectified_distribution(F.softmax(teacher(batch.distill)[0], 1), batch.s)
+            r = rectified_distribution(F.softmax(teacher(batch.distill)[0].float(), 1), batch.s)
         queue = self.queue.distill_snapshot()
         self.queue.push_distill(feat_t, r, batch.s)
         logits, _ = student(batch.distill)
@@ -374,8 +380,9 @@ def dirichlet_kl(alpha: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
 
 
 def valen_partial_loss(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(-sum(target log(p + eps)) / B, normalise(1[target > 0] (p + eps)))`` with p = softmax(logits) (B, q)."""
-    p = F.softmax(logits, 1)
+    """``(-sum(target log(p + eps)) / B, normalise(1[target > 0] (p + eps)))`` with p = softmax(logits) (B, q),
+    in float32 (the second is the stored target o)."""
+    p = F.softmax(logits.float(), 1)
     loss = -(target * torch.log(p + VALEN_EPS)).sum() / len(logits)
     return loss, renormalise_within(p.detach() + VALEN_EPS, (target > 0).to(p.dtype))
 
@@ -464,7 +471,7 @@ class VALEN(Algorithm):
     def variational_step(self, batch: Batch) -> dict[str, float]:
         x, s, idx = batch.weak, batch.s, batch.idx
         o, d_target = self.o_array[idx], self.d_array[idx]
-        logits, enc_logits = self.network(x), self.encoder(x)
+        logits, enc_logits = self.network(x).float(), self.encoder(x).float()
         support = (o > 0).to(logits.dtype)
         concentration = F.softmax(enc_logits, 1) * support
         concentration = concentration / concentration.detach().sum(1, keepdim=True) + VALEN_DIRICHLET_FLOOR
@@ -475,7 +482,8 @@ class VALEN(Algorithm):
         loss_recx = VALEN_RECONSTRUCTION_WEIGHT * F.mse_loss(self.decoder(d).view(x.shape), x)
         loss_recy = VALEN_RECONSTRUCTION_WEIGHT * F.binary_cross_entropy_with_logits(d, s)
         adjacency = knn_adjacency(self.neighbours, idx, idx)
-        loss_reca = F.mse_loss(F.softmax(torch.sigmoid(d @ d.T), 1), adjacency)
+        with full_precision(d.device.type):
+            loss_reca = F.mse_loss(F.softmax(torch.sigmoid(d @ d.T), 1), adjacency)
         loss_o, new_o = valen_partial_loss(logits, d_target)
         loss = loss_recx + loss_recy + loss_reca + loss_alpha + loss_d + loss_o
         value = self.step(self.optimizer, loss)
@@ -584,7 +592,7 @@ class FREDIS(Algorithm):
                 + float(h["alpha"]) * non_candidate_loss(logits, s))
         value = self.step(self.optimizer, loss)
         with torch.no_grad():
-            p = F.softmax(self.network(batch.weak), 1)
+            p = F.softmax(self.network(batch.weak).float(), 1)
             self.confidence[batch.idx] = renormalise_within(p, s).double()
             self.posterior[batch.idx] = p.double()
         if self.curr_iter % self.interval == 0:

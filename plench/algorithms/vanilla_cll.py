@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from plench.algorithms import register
-from plench.algorithms.base import Batch, LossAlgorithm
+from plench.algorithms.base import Batch, LossAlgorithm, float32_math, full_precision
 from shared.errors import ConfigError, DataFormatError
 
 
@@ -56,6 +56,7 @@ def uniform_transition(K: int, *, dtype=torch.float32, device=None) -> torch.Ten
     return (1 - torch.eye(K, dtype=dtype, device=device)) / (K - 1)
 
 
+@float32_math  # the product with Q in float32 under autocast (the log of a bf16-rounded sum otherwise)
 def forward_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Forward (Yu et al., 2018) with the uniform Q: ``mean_pairs -log (p Q)_ȳ``; no epsilon, as in the code."""
     Q = uniform_transition(logits.shape[1], dtype=logits.dtype, device=logits.device)
@@ -226,16 +227,17 @@ class GA(UnbiasedRiskAlgorithm):
         rows, labels = complementary_pairs(batch.s)
         if len(rows) == 0:  # no complementary pair: skip the step
             return {"loss": 0.0}
-        risks = self.risks(self.network(batch.weak)[rows], labels)
+        risks = self.risks(self.network(batch.weak).float()[rows], labels)
         weighted = torch.bincount(labels, minlength=self.num_classes).to(risks.dtype) * risks
         ascend = bool(weighted.min() < 0)
         loss = weighted.clamp(max=0).sum() if ascend else risks.sum()
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if ascend:
-            for group in self.optimizer.param_groups:
-                for param in group["params"]:
-                    if param.grad is not None:
-                        param.grad.neg_()
-        self.optimizer.step()
+        with full_precision(loss.device.type):  # as Algorithm.step: backward and update outside autocast
+            loss.backward()
+            if ascend:
+                for group in self.optimizer.param_groups:
+                    for param in group["params"]:
+                        if param.grad is not None:
+                            param.grad.neg_()
+            self.optimizer.step()
         return {"loss": float(loss.detach())}

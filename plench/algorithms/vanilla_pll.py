@@ -34,7 +34,9 @@ ONE_PLUS = 1.0000001  # the official IDGP's "1" inside log(1 - g)
 
 
 def weighted_ce(logits: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """``mean_B -sum_j w_j log softmax(z)_j`` for logits (B, q) and targets w (B, q)."""
+    """``mean_B -sum_j w_j log softmax(z)_j`` for logits (B, q) and targets w (B, q), in float32 (bf16 logits are
+    cast up, so the targets are never rounded to bf16)."""
+    logits = logits.float()
     return -(w.to(logits.dtype) * F.log_softmax(logits, 1)).sum(1).mean()
 
 
@@ -319,12 +321,12 @@ class IDGP(Algorithm):
         x, s, idx = batch.weak, batch.s, batch.idx
         d, b = self.d[idx].to(s.dtype), self.b[idx].to(s.dtype)
         if self.curr_iter <= self.warm_up_steps:
-            f_prob = F.softmax(self.network(x), 1)
+            f_prob = F.softmax(self.network(x).float(), 1)  # float32 logits: the states d, b are float64
             value = self.step(self.f_optimizer, soft_ce(f_prob, d))
-            g_prob = torch.sigmoid(self.g(x))
+            g_prob = torch.sigmoid(self.g(x).float())
             self.step(self.g_optimizer, binary_ce(g_prob, b))
         else:
-            f_logits, g_logits = self.network(x), self.g(x)
+            f_logits, g_logits = self.network(x).float(), self.g(x).float()
             f_prob, g_prob = F.softmax(f_logits, 1), torch.sigmoid(g_logits)
             lam = self.consistency_weight()
             loss_f = (soft_ce(f_prob, d) + soft_ce(f_prob, idgp_flip_weight(g_prob, d, s))

@@ -103,6 +103,26 @@ def test_fine_tuning_steps_follow_epochs_batches_and_the_sequences(no_data):
     assert bf16.work[0].workload.precision == "bf16" and bf16.work[0].workload.arch == "roberta-large"
 
 
+def test_the_default_precision_follows_the_planned_device(no_data):
+    """bf16 "auto" (the default) is planned as the notebook would run it: bf16 with ``device: cuda``, fp32 on the
+    CPU, and the CPU plan's identities are those of an explicit ``bf16=False`` (the keys before "auto")."""
+    cfg = settings("03_detection_main")
+    plans = {device: cost.plan("03_detection_main", cfg, {"device": device, "data_dir": str(no_data)})
+             for device in ("cpu", "cuda")}
+    tuned = {device: [r for r in runs if r.kind == "lnlfn-finetune"] for device, runs in plans.items()}
+    assert tuned["cpu"] and len(tuned["cpu"]) == len(tuned["cuda"])
+    assert {w.workload.precision for r in tuned["cpu"] for w in r.work} == {"fp32"}
+    assert {w.workload.precision for r in tuned["cuda"] for w in r.work} == {"bf16"}
+    assert not {r.identity for r in tuned["cpu"]} & {r.identity for r in tuned["cuda"]}
+    tweets = cost.load_data("tweetnlp", no_data)
+    explicit = cost.finetune_run(tweets, cost.Labels("x"), "roberta-base", FinetuneConfig(1e-5, 2, 8, bf16=False), "",
+                                 no_data)
+    auto = cost.finetune_run(tweets, cost.Labels("x"), "roberta-base", FinetuneConfig(1e-5, 2, 8), "", no_data)
+    assert auto.identity == explicit.identity  # outside plan(): the CPU
+    with pytest.raises(ConfigError, match="device must be"):
+        cost.plan("03_detection_main", cfg, {"device": "tpu", "data_dir": str(no_data)})
+
+
 def test_amazon_is_sized_as_its_loader_and_with_validation_split_it(no_data):
     options = settings("05_end_to_end").dataset_options
     data = cost.benchmark_data("amazon5", no_data, options, carve=True)

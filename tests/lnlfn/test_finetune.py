@@ -15,6 +15,7 @@ import pytest
 from lnlfn import finetune as F
 from lnlfn.finetune import FinetuneConfig, TokenItems, finetune_probs, finetune_sweep
 from lnlfn.scoring import SweepResult, fme, fml, loss_scores
+from shared.cache import ArtifactCache
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 from shared.text.encoders import model_dir
 from shared.text.models import load_pretrained, model_fingerprint, resolve_model_dir
@@ -193,7 +194,7 @@ def test_sweep_is_a_sweep_result_with_timings(tiny_model, cache_dir):
     (dict(epochs=0), "epochs must be an integer >= 1"), (dict(epochs=2.5), "epochs must be an integer"),
     (dict(batch_size=True), "batch_size must be an integer"), (dict(seed=-1), "seed must be an integer >= 0"),
     (dict(max_length=2), "max_length must be an integer >= 4"), (dict(weight_decay=-0.1), "weight_decay"),
-    (dict(warmup_ratio=1.0), "warmup_ratio"), (dict(bf16="yes"), "bf16"),
+    (dict(warmup_ratio=1.0), "warmup_ratio"), (dict(bf16="yes"), "bf16"), (dict(bf16=None), "bf16"),
 ])
 def test_config_validation(bad, match):
     with pytest.raises(ConfigError, match=match):
@@ -204,12 +205,28 @@ def test_config_name_params_and_bf16_needs_cuda(tiny_model):
     config = FinetuneConfig(lr=2e-5, epochs=3, batch_size=16, seed=4, max_length=256)
     assert config.name == "ft(lr=2e-05, ep=3, bs=16, max_length=256, seed=4)"
     assert config.params() == {"lr": 2e-5, "epochs": 3, "batch_size": 16, "seed": 4, "weight_decay": 0.0,
-                               "warmup_ratio": 0.0, "max_length": 256, "bf16": False}
+                               "warmup_ratio": 0.0, "max_length": 256, "bf16": "auto"}
     with pytest.raises(ConfigError, match="bf16=True needs a CUDA device"):
         finetune_probs(tiny_model, (["a"], [0]), ["b"], FinetuneConfig(lr=1e-5, epochs=1, batch_size=1, bf16=True),
                        num_labels=2, device="cpu", cache=False)
     with pytest.raises(ConfigError, match="train labels has class 2"):
         finetune_probs(tiny_model, (["a"], [2]), ["b"], FAST, num_labels=2, device="cpu", cache=False)
+
+
+def test_bf16_auto_is_decided_by_the_device_before_it_keys_the_cache(tiny_model, tmp_path):
+    """"auto" (the default) is bf16 on CUDA and float32 elsewhere; the run's key and its config name the precision
+    it used, so a CPU run keeps the key of an explicit ``bf16=False`` run (the key before "auto" existed)."""
+    auto = FinetuneConfig(lr=1e-5, epochs=1, batch_size=2)
+    assert auto.bf16 == "auto" and auto.resolved(cuda=True).bf16 is True and auto.resolved(cuda=False).bf16 is False
+    assert FinetuneConfig(lr=1e-5, epochs=1, batch_size=2, bf16=False).resolved(cuda=True).bf16 is False
+    assert auto.resolved(cuda=True).name == "ft(lr=1e-05, ep=1, bs=2, bf16=True, seed=0)"
+    assert auto.resolved(cuda=False).name == auto.name == "ft(lr=1e-05, ep=1, bs=2, seed=0)"
+    cache = ArtifactCache(tmp_path)
+    common = dict(num_labels=2, device="cpu", cache=cache)
+    first = finetune_probs(tiny_model, (["a b", "c d"], [0, 1]), ["e f"], auto, **common)
+    assert first.config.bf16 is False and not first.from_cache
+    again = finetune_probs(tiny_model, (["a b", "c d"], [0, 1]), ["e f"], replace(auto, bf16=False), **common)
+    assert again.from_cache and np.array_equal(again.probs, first.probs)
 
 
 def test_random_configs_respect_ranges():
@@ -345,7 +362,8 @@ def test_a_sweep_on_local_workers_equals_the_in_process_sweep_and_is_collected_f
     assert not any(run.from_cache for run in here.runs + jobs.runs)
     np.testing.assert_array_equal(jobs.probs, here.probs)
     np.testing.assert_array_equal(jobs.val_accuracy, here.val_accuracy)
-    assert [run.config for run in jobs.runs] == SHORT
+    # each run carries the config it trained with: bf16 "auto" decided for the device (the CPU here)
+    assert [run.config for run in jobs.runs] == [run.config for run in here.runs] == [c.resolved(False) for c in SHORT]
     entries = [p for p in (tmp_path / "jobs" / F.CACHE_KIND).iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(entries) == 2
 
@@ -357,7 +375,7 @@ def test_a_sweep_on_local_workers_equals_the_in_process_sweep_and_is_collected_f
     np.testing.assert_array_equal(again.probs, here.probs)
     extra = FinetuneConfig(lr=1e-2, epochs=1, batch_size=16, seed=2)
     more = small_sweep(tiny_model, configs=[SHORT[0], extra, SHORT[1]], cache=store, executor="debug")
-    assert submitted == [[extra]]  # only the run not in the cache is a job
+    assert submitted == [[extra.resolved(False)]]  # only the run not in the cache is a job
     np.testing.assert_array_equal(more.probs[[0, 2]], here.probs)
     assert [run.from_cache for run in more.runs] == [True, False, True]
 
