@@ -37,8 +37,10 @@ labelled set is taken to be the rows its label noise leaves (1 - the paper's noi
 **Steps** follow the code: optimizer steps are ``epochs * ceil(rows / batch)`` (``train_epoch`` keeps the last
 batch; Co-Teaching and DivideMix's MixMatch drop it), every prediction pass is ``ceil(rows / batch)`` batches at
 its own batch size (``predict_logits``: 512; DeiT: ``infer_batch``; CLIP: 256; the RTDL networks: 4,096), and
-mixed precision (fp16) applies where the code uses ``amp_scaler`` on CUDA: the torch voters, DeiT's fine-tuning and
-ERM; the two-network learners and all inference run in fp32. ``device: auto`` is taken as CUDA in the full profile
+mixed precision (fp16) applies where the code uses ``amp_scaler`` on CUDA: the torch voters, DeiT's fine-tuning, the
+downstream learners' training (ERM, Co-Teaching, DivideMix; none with ``train: {amp: false}``, ``TrainSetup.amp``)
+and the two-network learners' inference (``Method.mixed_precision``: accuracy, the logged and DivideMix's per-sample
+losses); ERM's and the voters' inference run in fp32. ``device: auto`` is taken as CUDA in the full profile
 (where it is priced on a GPU) and as the CPU otherwise. Steps of networks ``shared.workloads`` has no family or
 architecture for (the Adult pool's FT-Transformer and TabPFN v1) are planned as ``ProposedWorkload`` s: counted,
 with their key, but not priced until the family exists; scikit-learn, XGBoost and CatBoost fits, the corruptions
@@ -595,7 +597,8 @@ def downstream_runs(ctx: Context, grid: list[tuple]) -> list[PlannedRun]:
 def _learner_work(ctx: Context, data: Data, scenario: PlannedScenario, method: str, hp: dict) -> tuple[Work, ...]:
     """The steps of ``Method.fit`` (``ciln.downstream.run``): per epoch the method's training steps, then each
     network's accuracy on the test split and the NLV rows (``predict_logits``), and the per-sample losses of
-    network 1 at ``log_losses_at``."""
+    network 1 at ``log_losses_at``. With ``train.amp`` (default true) on CUDA every learner trains in fp16 and the
+    two-network learners also infer in fp16 (``Method.mixed_precision``); ERM infers in fp32."""
     from shared.methods import METHODS
     from shared.methods.coteaching import CoTeaching
 
@@ -609,10 +612,12 @@ def _learner_work(ctx: Context, data: Data, scenario: PlannedScenario, method: s
     width = {"width": train["width"]} if arch == "tiny_cnn" else {}
     augment = "crop_flip" if train.get("crop_pad", 4) else "none"
 
-    def step(precision="fp32", **options):
-        return workload("cifar_resnet", arch, "train", B, data.shape, precision, augment=augment, **width, **options)
+    amp = ctx.amp() if train.get("amp", True) else "fp32"  # TrainSetup.amp (ciln.downstream._setup)
 
-    infer = workload("cifar_resnet", arch, "infer", eval_batch, data.shape, **width)
+    def step(**options):
+        return workload("cifar_resnet", arch, "train", B, data.shape, amp, augment=augment, **width, **options)
+
+    infer = workload("cifar_resnet", arch, "infer", eval_batch, data.shape, "fp32" if method == "erm" else amp, **width)
     nets = 1 if method == "erm" else 2
     evaluated = data.test + (scenario.val_rows or 0)
     work = [Work(infer, epochs * nets * (_batches(data.test, eval_batch) + _batches(scenario.val_rows or 0, eval_batch)),
@@ -620,8 +625,8 @@ def _learner_work(ctx: Context, data: Data, scenario: PlannedScenario, method: s
             Work(infer, sum(_batches(n, eval_batch) for e in train.get("log_losses_at", ()) if e < epochs),
                  n * sum(1 for e in train.get("log_losses_at", ()) if e < epochs), what="per-sample losses logged")]
     if method == "erm":  # shared.training.train_epoch: the last batch kept, fp16 AMP on CUDA
-        work.insert(0, Work(step(ctx.amp()), epochs * _batches(n, B), epochs * n, what="ERM"))
-    elif method == "coteaching":  # two networks, one step each per batch; the last, smaller batch dropped
+        work.insert(0, Work(step(), epochs * _batches(n, B), epochs * n, what="ERM"))
+    elif method == "coteaching":  # two networks, one step each per batch; the last, smaller batch dropped; AMP on CUDA
         per_epoch = n // B if hp.get("drop_last", _default(CoTeaching.__init__, "drop_last")) and n >= B else \
             _batches(n, B)
         work.insert(0, Work(step(), 2 * epochs * per_epoch, 2 * epochs * n, what="Co-Teaching, two networks"))

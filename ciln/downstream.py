@@ -202,7 +202,7 @@ def _setup(cfg, seed: int, device) -> TrainSetup:
         epochs=cfg.train["epochs"], batch_size=cfg.train["batch_size"], lr=cfg.train["lr"], optimizer="sgd",
         weight_decay=cfg.train["weight_decay"], momentum=0.9, cosine=True, device=device, seed=seed,
         augment=(lambda batch, g: random_crop_flip(batch, g, pad=pad, flip=flip)) if pad else None,
-        log_losses_at=tuple(cfg.train.get("log_losses_at", ())),
+        log_losses_at=tuple(cfg.train.get("log_losses_at", ())), amp=bool(cfg.train.get("amp", True)),
     )
 
 
@@ -231,7 +231,10 @@ def run(scenario: Scenario, method: str, cfg, *, seed: int, test: tuple[np.ndarr
         device="auto", cache: ArtifactCache | None = None) -> dict:
     """Train ``method`` on ``scenario`` (cached) and return its history, per-sample losses and extras.
 
-    ``cfg.train`` holds arch, width, epochs, batch_size, lr, weight_decay, crop_pad, flip, log_losses_at;
+    ``cfg.train`` holds arch, width, epochs, batch_size, lr, weight_decay, crop_pad, flip, log_losses_at, and
+    optionally ``amp`` (default true: fp16 mixed precision on CUDA for every learner, ``TrainSetup.amp``; false: fp32
+    throughout. The spec, Sec. 3.8, does not say which precision the official downstream code trains in; its voters
+    use AMP fp16 on CUDA, Sec. 3.4. Set only when false, so the cache keys of the default runs are unchanged);
     ``cfg.methods`` per-method hyperparameters (may override lr).
     """
     params = run_params(scenario, method, cfg, seed=seed, variant=variant,

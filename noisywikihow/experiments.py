@@ -88,7 +88,7 @@ class Training:
         return TrainSetup(epochs=epochs or self.epochs, batch_size=self.batch_size, lr=self.lr, optimizer="adamw",
                           weight_decay=self.weight_decay, cosine=False, device=self.device, seed=seed,
                           log_losses_at=(self.loss_epoch - 1,), topk=(1, 5), grad_clip=grad_clip,
-                          eval_net=eval_net)
+                          eval_net=eval_net, amp=False)  # fp32 as the official code and cost.py (PLMs: ``bf16``)
 
 
 @dataclass(frozen=True)

@@ -56,9 +56,18 @@ def random_crop_flip(batch: torch.Tensor, generator: torch.Generator | None = No
     return out.permute(0, 3, 1, 2).contiguous()
 
 
-def amp_scaler(device: torch.device) -> torch.amp.GradScaler:
-    """A gradient scaler that turns mixed precision on for CUDA devices and off elsewhere."""
-    return torch.amp.GradScaler("cuda", enabled=torch.device(device).type == "cuda")
+AMP_DTYPE = torch.float16  # the autocast dtype of mixed precision (fp16, with a GradScaler)
+
+
+def amp_scaler(device: torch.device, enabled: bool = True) -> torch.amp.GradScaler:
+    """A gradient scaler that turns mixed precision on for CUDA devices (when ``enabled``) and off elsewhere."""
+    return torch.amp.GradScaler("cuda", enabled=enabled and torch.device(device).type == "cuda")
+
+
+def amp_autocast(device: torch.device | str, enabled: bool):
+    """``AMP_DTYPE`` autocast on ``device`` when ``enabled`` (callers enable it where their scaler is on, i.e. on
+    CUDA only), a no-op context otherwise."""
+    return torch.autocast(torch.device(device).type, dtype=AMP_DTYPE, enabled=enabled)
 
 
 def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float = 0.0, momentum: float = 0.9):
@@ -100,7 +109,7 @@ def train_epoch(
         xb, tb = X[idx].to(device, non_blocking=True), targets[idx].to(device, non_blocking=True)
         if augment is not None:
             xb = augment(xb, generator)
-        with torch.autocast(device.type, dtype=torch.float16, enabled=scaler is not None and scaler.is_enabled()):
+        with amp_autocast(device, enabled=scaler is not None and scaler.is_enabled()):
             loss = loss_fn(model(xb), tb)
         optimizer.zero_grad(set_to_none=True)
         if scaler is not None and scaler.is_enabled():
@@ -116,11 +125,16 @@ def train_epoch(
 
 
 @torch.no_grad()
-def predict_logits(model: nn.Module, X: torch.Tensor, *, batch_size: int = 512) -> torch.Tensor:
-    """Logits (n, K) in eval mode, on the CPU."""
+def predict_logits(model: nn.Module, X: torch.Tensor, *, batch_size: int = 512, amp: bool = False) -> torch.Tensor:
+    """Logits (n, K) in eval mode, on the CPU, in float32; with ``amp`` the forward passes run under fp16 autocast
+    (``amp_autocast``: pass it on for CUDA only, e.g. ``scaler.is_enabled()``)."""
     device = next(model.parameters()).device
     model.eval()
-    out = [model(X[i : i + batch_size].to(device)).float().cpu() for i in range(0, len(X), batch_size)]
+    out = []
+    for i in range(0, len(X), batch_size):
+        with amp_autocast(device, enabled=amp):
+            logits = model(X[i : i + batch_size].to(device))
+        out.append(logits.float().cpu())
     return torch.cat(out) if out else torch.empty(0)
 
 

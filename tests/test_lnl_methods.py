@@ -388,3 +388,144 @@ def test_stable_rule_and_topk_selection():
     assert result.accuracy("val") == 0.5 and result.accuracy("val", metric="top5") == 0.9  # best val top-1: epoch 1
     with pytest.raises(ConfigError, match="no column 'test_top3'"):
         result.accuracy("last", metric="top3")
+
+
+# -- mixed precision (TrainSetup.amp) ------------------------------------------------------------------------
+def _jitter(batch, generator):
+    return batch + 0.1 * torch.randn(batch.shape, generator=generator)
+
+
+# train_loss of each epoch recorded on the CPU before the two-network learners got fp16 AMP on CUDA: off CUDA the
+# autocast is disabled and the GradScaler unused, so these runs must not change
+CPU_REFERENCE = {
+    "coteaching": ({"forget_rate": 0.2, "ramp_epochs": 2}, {},
+                   [0.7943026887045966, 0.23808794654905796, 0.14883841522451904]),
+    "dividemix": ({"warmup": 1, "warmup_penalty": True}, {"augment": _jitter},
+                  [-0.12012177348136902, 0.6917181983590126, 0.5907186791300774]),
+    "cnlcu": ({"forget_rate": 0.2, "ramp_epochs": 2}, {"epochs": 6},
+              [0.8010349273681641, 0.8699252605438232, 1.1270231008529663, 1.2123552560806274, 1.1040267944335938,
+               1.0936172008514404]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CPU_REFERENCE))
+def test_two_network_learners_on_the_cpu_are_unchanged_by_amp(blobs, name):
+    X, noisy, Xt, yt = blobs
+    hp, options, reference = CPU_REFERENCE[name]
+    results = []
+    for amp in (True, False):
+        method = make_method(name, mlp, K, setup(**{"epochs": 3, "log_losses_at": (2,), **options, "amp": amp}), **hp)
+        assert method.mixed_precision and not method.amp or method.amp is False
+        results.append(method.fit(X, noisy, eval_sets={"test": (Xt, yt)}))
+        assert not method.amp and not method.scaler.is_enabled()  # a no-op off CUDA
+    pd.testing.assert_frame_equal(results[0].history, results[1].history)
+    np.testing.assert_array_equal(results[0].losses[2], results[1].losses[2])
+    assert results[0].history["train_loss"].tolist() == pytest.approx(reference, rel=1e-6, abs=1e-9)
+
+
+class _CountingScaler(torch.amp.GradScaler):
+    def __init__(self):
+        super().__init__("cpu", enabled=True)
+        self.steps, self.unscaled = 0, 0
+
+    def step(self, optimizer, *args, **kwargs):
+        self.steps += 1
+        return super().step(optimizer, *args, **kwargs)
+
+    def unscale_(self, optimizer):
+        self.unscaled += 1
+        return super().unscale_(optimizer)
+
+
+@pytest.fixture
+def cpu_amp(monkeypatch):
+    """The AMP branch taken on the CPU: bfloat16 autocast and an enabled (counting) GradScaler."""
+    import shared.methods.base as base
+    import shared.training as training
+
+    scalers = []
+
+    def scaler(device, enabled=True):
+        scalers.append(_CountingScaler())
+        return scalers[-1]
+
+    monkeypatch.setattr(training, "AMP_DTYPE", torch.bfloat16)
+    monkeypatch.setattr(base, "amp_scaler", scaler)
+    return scalers
+
+
+def _record_output_dtypes(method):
+    """Wrap make_model so every network records the dtype of its raw outputs."""
+    seen, make = set(), method.make_model
+
+    def recording():
+        net = make()
+        net.register_forward_hook(lambda module, inputs, output: seen.add(output.dtype))
+        return net
+
+    method.make_model = recording
+    return seen
+
+
+@pytest.mark.parametrize("name,hp", [("coteaching", {"forget_rate": 0.2, "ramp_epochs": 2}),
+                                     ("cnlcu", {"forget_rate": 0.2, "ramp_epochs": 2})])
+def test_amp_branch_selects_on_float32_losses_and_still_learns(blobs, cpu_amp, monkeypatch, name, hp):
+    import shared.methods.cnlcu as cnlcu_module
+    import shared.methods.coteaching as coteaching_module
+
+    module = coteaching_module if name == "coteaching" else cnlcu_module
+    per_sample = []
+
+    class SpyF:  # the module's F, recording the dtype of the per-sample cross-entropies (the selection's input)
+        def __getattr__(self, attr):
+            return getattr(F, attr)
+
+        def cross_entropy(self, logits, target, reduction="mean"):
+            out = F.cross_entropy(logits, target, reduction=reduction)
+            if reduction == "none":
+                per_sample.append(out.dtype)
+            return out
+
+    monkeypatch.setattr(module, "F", SpyF())
+    X, noisy, Xt, yt = blobs
+    method = make_method(name, mlp, K, setup(epochs=3, grad_clip=5.0), **hp)
+    raw = _record_output_dtypes(method)
+    result = method.fit(X, noisy, eval_sets={"test": (Xt, yt)})
+    assert method.amp and raw == {torch.bfloat16}  # training and evaluation forward passes under autocast
+    assert per_sample and set(per_sample) == {torch.float32}
+    scaler, = cpu_amp
+    assert scaler.steps > 0 and scaler.unscaled == scaler.steps  # every step scaled, unscaled before clipping
+    assert method.logits(Xt).dtype == torch.float32
+    losses = result.history["train_loss"]  # CNLCU's is the mean over every row, noisy ones included: it rises
+    assert (name != "coteaching" or losses.iloc[-1] < losses.iloc[0]) and result.accuracy("last") > 0.9
+
+
+def test_amp_branch_of_dividemix_divides_and_guesses_in_float32(blobs, cpu_amp, monkeypatch):
+    import shared.methods.dividemix as dividemix_module
+
+    divided, sharpened = [], []
+    real_clean_probability, real_sharpen = dividemix_module.clean_probability, dividemix_module.sharpen
+    monkeypatch.setattr(dividemix_module, "clean_probability",
+                        lambda losses, **kw: divided.append(losses.dtype) or real_clean_probability(losses, **kw))
+    monkeypatch.setattr(dividemix_module, "sharpen",
+                        lambda p, temperature: sharpened.append(p.dtype) or real_sharpen(p, temperature))
+    X, noisy, Xt, yt = blobs
+    method = make_method("dividemix", mlp, K, setup(epochs=3, augment=_jitter), warmup=1)
+    raw = _record_output_dtypes(method)
+    result = method.fit(X, noisy, eval_sets={"test": (Xt, yt)})
+    assert method.amp and raw == {torch.bfloat16}
+    assert divided and set(divided) == {np.dtype(np.float32)}  # the GMM's per-sample losses
+    assert sharpened and set(sharpened) == {torch.float32}  # co-guessed and co-refined targets
+    scaler, = cpu_amp
+    assert scaler.steps > 0
+    assert np.isfinite(result.history["train_loss"]).all() and result.accuracy("last") > 0.9
+
+
+def test_predict_logits_under_amp_returns_float32(cpu_amp):
+    from shared.training import predict_logits
+
+    net = mlp()
+    X = torch.randn(20, D)
+    plain, amp = predict_logits(net, X, batch_size=8), predict_logits(net, X, batch_size=8, amp=True)
+    assert plain.dtype == amp.dtype == torch.float32
+    torch.testing.assert_close(plain, amp, atol=0.1, rtol=0.05)  # bfloat16 rounding only

@@ -10,6 +10,13 @@ model-selection rules can be compared afterwards:
 - ``val``: the epoch with the best top-1 accuracy on the validation set (noisy in CILN, clean in NoisywikiHow),
 - ``stable``: the mean over the last 5 epochs (NoisywikiHow's ``stable_acc``).
 
+Mixed precision: with ``TrainSetup(amp=True)`` (the default) on CUDA, ERM's epochs (``shared.training.train_epoch``)
+and the methods that set ``mixed_precision`` (Co-Teaching, DivideMix, CNLCU) run their forward passes under fp16
+autocast (``forward_logits``, and ``predict_logits`` for their evaluation and per-sample losses) and step through a
+GradScaler (``step``: scale, unscale before clipping, step, update); the logits come back in float32, so losses,
+selections and targets are computed in float32. Off CUDA, or with ``amp=False``, everything runs in fp32 exactly as
+without it.
+
 Two-network methods report the mean accuracy of their networks (CILN's convention) or, with
 ``TrainSetup(eval_net=0)``, network 1's only (the official NoisywikiHow code, ``tm_main.py``).
 
@@ -31,7 +38,7 @@ from shared.device import select_device
 from shared.errors import ConfigError, unknown_choice
 from shared.progress import progress
 from shared.seeding import seed_everything
-from shared.training import amp_scaler, make_optimizer, predict_logits
+from shared.training import amp_autocast, amp_scaler, make_optimizer, predict_logits
 
 SELECTION_RULES = ("best_test", "last", "val", "stable")
 STABLE_EPOCHS = 5  # the last epochs the 'stable' rule averages
@@ -81,6 +88,7 @@ class TrainSetup:
     topk: tuple[int, ...] = (1,)  # top-1 is recorded as <set>_acc; every other k adds a <set>_top<k> column
     grad_clip: float | None = None  # clip_grad_norm_ of each network's gradient to this L2 norm in Method.step
     eval_net: int | None = None  # the network whose accuracy is recorded; None: the mean over networks
+    amp: bool = True  # fp16 mixed precision on CUDA (ERM and the ``mixed_precision`` methods); False: fp32. No-op off CUDA
 
 
 @dataclass
@@ -117,6 +125,7 @@ class Method:
     name = "method"
     n_networks = 1
     supports_generative = False  # whether it trains a GenerativeNetwork (through its loss, not logits)
+    mixed_precision = False  # whether forward_logits, step and evaluation use fp16 AMP (on CUDA with setup.amp)
 
     def __init__(self, make_model: Callable[[], torch.nn.Module], num_classes: int, setup: TrainSetup):
         self.make_model, self.num_classes, self.setup = make_model, num_classes, setup
@@ -142,7 +151,7 @@ class Method:
                               f"{self.name!r} method needs a network's logits; train it with 'erm'")
         pairs = [self.new_optimizer(net, self.setup.epochs) for net in self.nets]
         self.optimizers, self.schedulers = [o for o, _ in pairs], [s for _, s in pairs]
-        self.scaler = amp_scaler(self.device)
+        self.scaler = amp_scaler(self.device, enabled=self.setup.amp)
 
     def new_optimizer(self, net: torch.nn.Module, epochs: int):
         """The set-up's optimizer for ``net`` and its cosine schedule over ``epochs`` (None without ``cosine``)."""
@@ -165,14 +174,36 @@ class Method:
             xb = self.setup.augment(xb, self.generator)
         return xb
 
+    @property
+    def amp(self) -> bool:
+        """Whether this method runs in fp16 mixed precision: it sets ``mixed_precision`` and its scaler is on (CUDA
+        with ``setup.amp``)."""
+        scaler = getattr(self, "scaler", None)
+        return self.mixed_precision and scaler is not None and scaler.is_enabled()
+
+    def forward_logits(self, net: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """``net(x)`` under fp16 autocast when ``amp``, returned in float32 (unchanged when already float32)."""
+        with amp_autocast(self.device, enabled=self.amp):
+            logits = net(x)
+        return logits.float()
+
     def step(self, optimizer, loss: torch.Tensor) -> None:
-        """One optimizer step on ``loss``, its gradient clipped to ``setup.grad_clip`` (L2 norm) when set."""
+        """One optimizer step on ``loss``, its gradient clipped to ``setup.grad_clip`` (L2 norm) when set; with
+        ``amp`` through the GradScaler (one for all networks, updated after every step: its overflow checks are
+        per step), the gradient unscaled before clipping."""
+        scaler = self.scaler if self.amp else None
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss if scaler is None else scaler.scale(loss)).backward()
         if self.setup.grad_clip is not None:
+            if scaler is not None:
+                scaler.unscale_(optimizer)
             params = [p for group in optimizer.param_groups for p in group["params"]]
             torch.nn.utils.clip_grad_norm_(params, self.setup.grad_clip)
-        optimizer.step()
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)
+            scaler.update()
 
     def run_batches(self, batch_loss: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
                     net: int = 0) -> float:
@@ -195,7 +226,7 @@ class Method:
     def logits(self, X: torch.Tensor, net: int | None = None) -> torch.Tensor:
         """Logits of one network, or the sum over networks (``net=None``)."""
         nets = self.nets if net is None else [self.nets[net]]
-        return sum(predict_logits(n, X) for n in nets)
+        return sum(predict_logits(n, X, amp=self.amp) for n in nets)
 
     def _in_batches(self, net: int, n: int, call: Callable) -> torch.Tensor:
         """``call(network, rows)`` for consecutive slices ``rows`` of ``range(n)``, network ``net`` in eval mode

@@ -23,6 +23,8 @@ Ties of c (frequent, since the ReLU sets every criterion below its bound to 0) a
 shuffled batch, i.e. at random; the official numpy ``argsort`` leaves their order to the sort implementation.
 The last, smaller batch is used as in the official data loader. Official values (``tm_train_hy_nruns.py``):
 forget_rate = the noise rate, ramp_epochs 8 (real noise) / 3 (synthetic), tau_min 0.3 / 0.1, no clipping.
+On CUDA with ``TrainSetup.amp`` the forward passes run under fp16 autocast and the steps through the GradScaler
+(``Method.forward_logits``, ``Method.step``); the per-sample losses behind the criterion are float32.
 """
 from __future__ import annotations
 
@@ -83,6 +85,7 @@ def small_criterion(criterion: np.ndarray, forget_rate: float) -> np.ndarray:
 class CNLCU(Method):
     name = "cnlcu"
     n_networks = 2
+    mixed_precision = True
 
     def __init__(self, make_model, num_classes, setup, *, forget_rate: float, ramp_epochs: int = 5,
                  exponent: float = 1.0, tau_min: float = 0.1, decay_epochs: int = 80, time_step: int = 5,
@@ -117,7 +120,7 @@ class CNLCU(Method):
         selected = np.zeros((2, n), dtype=bool)
         for idx in self.batches():
             x, t = self.inputs(idx), self.y[idx].to(self.device)
-            logits = [net(x) for net in self.nets]
+            logits = [self.forward_logits(net, x) for net in self.nets]  # float32
             ce = [F.cross_entropy(z, t, reduction="none") for z in logits]
             rows = idx.numpy()
             keep = []

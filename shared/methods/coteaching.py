@@ -13,6 +13,9 @@ R(t) = 1 - forget(t) ramps down from 1 over the first ``ramp_epochs`` epochs:
 (an oracle), which the caller computes. The last, smaller mini-batch of an epoch is dropped as in Han et al.'s
 code; ``drop_last=False`` trains on it too (the official NoisywikiHow code, ``trainer.train_ct``, which with
 ``ramp="linear", rounding="round"`` uses R(t) = 1 - linspace(0, forget_rate, ramp_epochs)[t], then 1 - forget_rate).
+
+On CUDA with ``TrainSetup.amp`` the forward passes run under fp16 autocast (``Method.forward_logits``) and the steps
+through the GradScaler; the logits are cast to float32, so the small-loss ranking is on float32 cross-entropies.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from shared.methods.base import Method
 class CoTeaching(Method):
     name = "coteaching"
     n_networks = 2
+    mixed_precision = True
 
     def __init__(self, make_model, num_classes, setup, *, forget_rate: float, ramp_epochs: int = 10,
                  ramp: str = "linear", exponent: float = 1.0, rounding: str = "floor", clean_labels=None,
@@ -57,7 +61,7 @@ class CoTeaching(Method):
         total, count, kept_clean, kept = 0.0, 0, 0, 0
         for idx in self.batches(drop_last=self.drop_last):
             x, t = self.inputs(idx), self.y[idx].to(self.device)
-            logits1, logits2 = net1(x), net2(x)
+            logits1, logits2 = self.forward_logits(net1, x), self.forward_logits(net2, x)  # float32
             keep = self.n_keep(len(idx), epoch)
             small1 = torch.argsort(F.cross_entropy(logits1, t, reduction="none").detach())[:keep]
             small2 = torch.argsort(F.cross_entropy(logits2, t, reduction="none").detach())[:keep]

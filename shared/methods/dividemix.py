@@ -16,6 +16,10 @@ co-guessing, lambda_u ramped linearly over 16 epochs after warm-up, the prior pe
 ``variant="ciln_compact"`` is the re-implementation the CILN paper ran: one augmentation, the refined target
 uses A's own prediction, no ramp-up and no penalty, lambda_u on the *sum* over classes of the squared error,
 GMM max_iter 50, and a plain cross-entropy epoch when a set has fewer rows than a batch.
+
+On CUDA with ``TrainSetup.amp`` every forward pass runs under fp16 autocast (``Method.forward_logits``, and
+``predict_logits`` for the division's per-sample losses) and the steps through the GradScaler; the logits are cast
+to float32, so the losses the GMM divides, the co-guessed and co-refined targets and the MixMatch losses are float32.
 """
 from __future__ import annotations
 
@@ -46,6 +50,7 @@ def clean_probability(losses: np.ndarray, *, max_iter: int, seed: int) -> np.nda
 class DivideMix(Method):
     name = "dividemix"
     n_networks = 2
+    mixed_precision = True
 
     def __init__(self, make_model, num_classes, setup, *, warmup: int = 10, p_threshold: float = 0.5,
                  temperature: float = 0.5, alpha: float = 4.0, lambda_u: float = 25.0, rampup_epochs: int = 16,
@@ -65,7 +70,7 @@ class DivideMix(Method):
         model.train()
         total, count = 0.0, 0
         for idx in self.batches():
-            logits = model(self.inputs(idx))
+            logits = self.forward_logits(model, self.inputs(idx))
             loss = F.cross_entropy(logits, self.y[idx].to(self.device))
             if self.warmup_penalty:  # confidence penalty the authors use for asymmetric noise
                 probs = torch.softmax(logits, dim=1)
@@ -111,9 +116,9 @@ class DivideMix(Method):
             xs = [self.inputs(lab) for _ in range(k_views)]
             us = [self.inputs(u_idx) for _ in range(k_views)]
             with torch.no_grad():
-                guesses = [torch.softmax(m(u), 1) for u in us for m in (net, peer)]
+                guesses = [torch.softmax(self.forward_logits(m, u), 1) for u in us for m in (net, peer)]
                 targets_u = sharpen(torch.stack(guesses).mean(0), self.temperature)
-                px = torch.stack([torch.softmax(net(x), 1) for x in xs]).mean(0)
+                px = torch.stack([torch.softmax(self.forward_logits(net, x), 1) for x in xs]).mean(0)
                 targets_x = sharpen(wx * y_onehot + (1 - wx) * px, self.temperature)
             inputs = torch.cat(xs + us)
             targets = torch.cat([targets_x] * k_views + [targets_u] * k_views)
@@ -122,7 +127,7 @@ class DivideMix(Method):
             perm = torch.randperm(len(inputs), generator=self.generator).to(self.device)
             mixed_inputs = lam * inputs + (1 - lam) * inputs[perm]
             mixed_targets = lam * targets + (1 - lam) * targets[perm]
-            logits = net(mixed_inputs)
+            logits = self.forward_logits(net, mixed_inputs)
             n_x = bs * k_views
             loss_x = -torch.mean(torch.sum(F.log_softmax(logits[:n_x], 1) * mixed_targets[:n_x], 1))
             squared = (torch.softmax(logits[n_x:], 1) - mixed_targets[n_x:]) ** 2

@@ -118,6 +118,32 @@ def test_downstream_steps_follow_the_learners_loops():
     assert mixmatch.steps == 2 * (E - 3) * (labelled // B)
 
 
+def test_downstream_learners_train_in_fp16_on_cuda_and_fp32_on_the_cpu():
+    """TrainSetup.amp (default true): every learner trains under fp16 AMP on CUDA, and the two-network learners also
+    infer in fp16 (Method.mixed_precision); ERM infers in fp32; on the CPU, or with train: {amp: false}, all fp32."""
+    def precisions(params, settings=None):
+        runs = by_label(planned("08_downstream", "smoke", settings, params), "ciln-downstream")
+        out = {}
+        for label, run in runs.items():
+            method = label.split(" on ")[0]
+            for w in run.work:
+                phase = w.workload.key.split("/")[2]
+                out.setdefault((method, phase), set()).add(w.workload.precision)
+        return out
+
+    cuda = precisions({"profile": "smoke", "device": "cuda"})
+    learners = ("coteaching", "dividemix (official)")
+    assert {method for method, _ in cuda} >= {"erm", *learners}
+    for method in learners:
+        assert cuda[method, "train"] == cuda[method, "infer"] == {"fp16"}
+    assert cuda["erm", "train"] == {"fp16"} and cuda["erm", "infer"] == {"fp32"}
+    cpu = precisions({"profile": "smoke", "device": "cpu"})
+    assert set().union(*cpu.values()) == {"fp32"}
+    off = precisions({"profile": "smoke", "device": "cuda"}, {"train": {**notebook_settings(
+        "ciln", "08_downstream", "smoke").train, "amp": False}})
+    assert set().union(*off.values()) == {"fp32"}
+
+
 def test_voter_and_votes_steps_at_full_scale():
     """CIFAR-10's NLT rows are 22,500 (Table I), CLT 22,500 and CLV 2,500; DeiT3-Small fine-tunes 20 epochs at
     batch 128 (the last batch of 100 images kept), CLIP scores 256 images a batch and DeiT 64, both at 224 px."""
