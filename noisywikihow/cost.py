@@ -54,8 +54,11 @@ training set. The BiLSTM trains ``bilstm_epochs``.
 NoisywikiHow method autocasts it: every base-model step is clipped, through ``Method.step``). A PLM: ``text_encoder``
 (the checkpoint's name as arch, ``num_labels`` 158, or ``task: seq2seq`` for T5 writing its labels) at (128,)
 (``plm.MAX_LENGTH``; the full-length worst case of dynamic padding), bf16 when ``bf16`` is set and the run is on a GPU
-(``device`` cuda, or auto in the full profile). The BiLSTM: ``bilstm`` (not a family of ``shared.workloads`` yet;
-planned with a ``ProposedWorkload`` until one is registered, and unpriced until then).
+(``device`` cuda, or auto in the full profile); where the PLM's folder under ``data_dir`` (``plm.model_folder``) is
+not the checkpoint's size (the rehearsal's tiny random stand-ins), the workloads carry its sizes (``plm_sizes``:
+``shared.workloads`` size options such as ``layers=1,hidden=32``), so the plan prices the model that runs; without
+a folder, or with the released checkpoint, the keys are the full profile's. The BiLSTM: ``bilstm`` (not a family
+of ``shared.workloads`` yet; planned with a ``ProposedWorkload`` until one is registered, and unpriced until then).
 """
 from __future__ import annotations
 
@@ -200,13 +203,15 @@ def _swaps(n_train: int) -> int:
 @dataclass(frozen=True)
 class Features:
     """What the runs of one (encoder, model) read: the described ``fingerprint`` (see the module docstring), the
-    feature width of frozen features (None for token ids), and the embedding run that makes them (or None)."""
+    feature width of frozen features (None for token ids), the embedding run that makes them (or None) and, for a
+    PLM, the size options of the model folder the runs load (``plm_sizes``; empty: the checkpoint's size)."""
 
     encoder: str
     model: str
     fingerprint: str
     width: int | None
     embedding: PlannedRun | None
+    sizes: tuple = ()  # a fine-tuned PLM's size options where its folder is not the checkpoint's size (plm_sizes)
 
 
 def features_of(bench: BenchSizes, encoder: str, model: str, data_dir=None) -> Features:
@@ -227,7 +232,8 @@ def features_of(bench: BenchSizes, encoder: str, model: str, data_dir=None) -> F
         if model != "plm":
             raise ConfigError(f"model {model!r} cannot read {encoder!r} token ids: {MODELS[model]}")
         folder = str(Path(resolve_data_dir(data_dir)).resolve())
-        return Features(encoder, model, _hash("features", bench.key, "plm", PLMS[encoder].hf_id, folder), None, None)
+        return Features(encoder, model, _hash("features", bench.key, "plm", PLMS[encoder].hf_id, folder), None, None,
+                        tuple(sorted(plm_sizes(encoder, data_dir).items())))
     if encoder not in ENCODERS:
         raise unknown_choice("encoder", encoder, [*ENCODERS, *PLMS])
     if model == "plm":
@@ -238,6 +244,31 @@ def features_of(bench: BenchSizes, encoder: str, model: str, data_dir=None) -> F
     embedding = embedding_run(_hash("benchmark texts", bench.key), bench.all_texts,
                               f"MiniLM embeddings of {bench.name}'s splits and noisy sets")
     return Features(encoder, model, fingerprint, embedding_dim(), embedding)
+
+
+def plm_sizes(encoder: str, data_dir=None) -> dict:
+    """The size options of the PLM folder the runs load (``plm.model_folder(encoder, data_dir)``, as
+    ``load_classifier`` and ``load_generator`` resolve it) where it is not the checkpoint's size: a rehearsal's
+    tiny random stand-in (``shared.workloads.text_size_options``). ``{}`` without a folder or for the released
+    checkpoint, whose workloads keep the full profile's keys."""
+    from noisywikihow.plm import PLMS, model_folder
+    from shared.errors import DataFormatError
+    from shared.workloads import text_size_options
+
+    if encoder not in PLMS:
+        return {}
+    try:
+        folder = model_folder(encoder, data_dir)
+    except (DataNotFoundError, DataFormatError):
+        return {}
+    return text_size_options(_plm_arch(encoder), folder)
+
+
+def _plm_arch(encoder: str) -> str:
+    """The ``text_encoder`` architecture of a PLM (its Hugging Face id's last part: facebook/bart-base -> bart-base)."""
+    from noisywikihow.plm import PLMS
+
+    return PLMS[encoder].hf_id.split("/")[-1]
 
 
 def noise_embedding_runs(cfg, bench: BenchSizes) -> list[PlannedRun]:
@@ -329,7 +360,7 @@ def _workloads(features: Features, spec, training, bench: BenchSizes, gpu: bool)
     """(train, infer, scoring) workloads of the run's network: scoring is a no-grad pass that is not an evaluation
     (the per-sample losses): T5 writing its labels scores them teacher-forced, priced as T5 with a classification
     head (an encoder and a decoder pass), not as its beam search."""
-    from noisywikihow.plm import MAX_LENGTH, PLMS
+    from noisywikihow.plm import MAX_LENGTH
 
     K, B = bench.num_classes, training.batch_size
     if spec.model in ("mlp", "linear"):
@@ -342,14 +373,15 @@ def _workloads(features: Features, spec, training, bench: BenchSizes, gpu: bool)
         opts = {"embed_dim": _minilm_width(), "hidden": BILSTM_HIDDEN, "num_classes": K}
         infer = workload("bilstm", "bilstm", "infer", EVAL_BATCH, (BILSTM_MAX_LENGTH,), "fp32", opts)
         return workload("bilstm", "bilstm", "train", B, (BILSTM_MAX_LENGTH,), "fp32", opts), infer, infer
-    arch = PLMS[spec.encoder].hf_id.split("/")[-1]
+    arch, sizes = _plm_arch(spec.encoder), dict(features.sizes)
     precision = "bf16" if training.bf16 and gpu else "fp32"
     if spec.generative(training):
-        opts = {"task": "seq2seq"}
+        opts = {"task": "seq2seq", **sizes}
         return (workload("text_encoder", arch, "train", B, (MAX_LENGTH,), precision, opts),
                 workload("text_encoder", arch, "infer", _generative_batch(), (MAX_LENGTH,), precision, opts),
-                workload("text_encoder", arch, "infer", _generative_batch(), (MAX_LENGTH,), precision, {"num_labels": K}))
-    opts = {"num_labels": K}
+                workload("text_encoder", arch, "infer", _generative_batch(), (MAX_LENGTH,), precision,
+                         {"num_labels": K, **sizes}))
+    opts = {"num_labels": K, **sizes}
     infer = workload("text_encoder", arch, "infer", EVAL_BATCH, (MAX_LENGTH,), precision, opts)
     return workload("text_encoder", arch, "train", B, (MAX_LENGTH,), precision, opts), infer, infer
 
@@ -367,7 +399,7 @@ def _head_workload(features: Features, spec, training, bench: BenchSizes, name: 
     elif spec.model == "bilstm":
         width = 2 * BILSTM_HIDDEN
     else:
-        width = _plm_width(spec.encoder)
+        width = _plm_width(spec.encoder, features.sizes)
     return workload("tabular_mlp", "mlp", "train", training.batch_size, (width,), "fp32",
                     {"hidden": (), "num_classes": K, "optimizer": "adamw"})
 
@@ -421,14 +453,13 @@ def _minilm_width() -> int:
     return embedding_dim()
 
 
-def _plm_width(encoder: str) -> int:
-    """The hidden size of a PLM (what its classification head reads), from ``shared.workloads.TEXT_MODELS``."""
-    from noisywikihow.plm import PLMS
-    from shared.workloads import TEXT_MODELS
+def _plm_width(encoder: str, sizes=()) -> int:
+    """The hidden size of a PLM (what its classification head reads): ``shared.workloads.TEXT_MODELS``'s, or the
+    folder's (``sizes``, ``plm_sizes``)."""
+    from shared.workloads import text_sizes
 
-    sizes = TEXT_MODELS[PLMS[encoder].hf_id.split("/")[-1]].sizes
-    return int(sizes.get("hidden_size") or sizes.get("d_model") or sizes.get("n_embd"))
+    return int(text_sizes(_plm_arch(encoder), **dict(sizes))["hidden"])
 
 
 __all__ = ["BenchSizes", "Features", "ProposedWorkload", "benchmark_sizes", "data_run", "embedding_run", "features_of",
-           "noise_embedding_runs", "on_gpu", "plan", "run_plan", "run_work", "workload"]
+           "noise_embedding_runs", "on_gpu", "plan", "plm_sizes", "run_plan", "run_work", "workload"]

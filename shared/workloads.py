@@ -14,7 +14,9 @@ device; ``shared.cost`` prices the full profile from those timings and from ``fl
 
 **Key**: ``<family>/<arch>/<phase>/b<batch>/<d1>x<d2>.../<precision>[/<name>=<value>,...]``: options sorted by name,
 those equal to the family's default left out (so every workload has exactly one key); tuples are written
-``42:503:111``, booleans ``true``/``false``.
+``42:503:111``, booleans ``true``/``false``. A ``text_encoder`` key names the model's sizes where it runs another
+size than the named checkpoint (a rehearsal's tiny stand-in): ``.../deberta-v3-base/train/b16/128/fp32/heads=2,
+hidden=32,intermediate=64,layers=1,num_labels=3,vocab=3224`` (sizes equal to the checkpoint's are left out too).
 
 **Families** (``FAMILIES``; one ``Family`` subclass each: ``build(workload, device) -> Step``):
 
@@ -29,6 +31,12 @@ those equal to the family's default left out (so every workload has exactly one 
 - ``text_encoder``: transformers models built from configs written here with each named checkpoint's sizes
   (``TEXT_MODELS``; nothing is downloaded): sequence or token classification, T5 writing labels (``seq2seq``, as
   NoisywikiHow trains it; its ``infer`` is the 5-beam search), sentence embeddings (``embed``), on (L,) token ids.
+  Size options (``TEXT_SIZE_OPTIONS``: ``layers``, ``decoder_layers``, ``hidden``, ``heads``, ``head_dim``,
+  ``intermediate``, ``embedding``, ``vocab``) replace the named architecture's config fields, so a workload
+  describes the model that really runs: the planners read them off the model folder the notebook loads
+  (``text_size_options(arch, folder)``: the sizes of its ``config.json`` that differ from ``arch``'s), and FLOPs
+  are counted on the model built from the overridden config. Without a folder, or with the released checkpoint's,
+  there are none and the key is the full profile's.
 - ``vit_infer`` / ``vit_train``: timm ViTs at (3, S, S): DeiT3-Small (CILN's voter, fine-tuned with fp16 AMP and
   inferred), the CLIP ViT-B/32 and B/16 image towers, SAM's ViT-H image encoder (Benchmark-N, 1024 px). Random
   weights.
@@ -44,6 +52,7 @@ torch/torchvision/timm.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -99,7 +108,7 @@ class Workload:
         if self.precision not in PRECISIONS:
             raise unknown_choice("precision", self.precision, PRECISIONS)
         object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "options", fam.normalize_options(self.options))
+        object.__setattr__(self, "options", fam.canonical_options(self.arch, fam.normalize_options(self.options)))
         fam.check(self)
 
     @property
@@ -318,6 +327,11 @@ class Family:
             if name in self.choices and value not in self.choices[name]:
                 raise unknown_choice(f"{self.name} {name}", value, self.choices[name])
         return value
+
+    def canonical_options(self, arch: str, options: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
+        """The normalised options as the key holds them for ``arch``: a family whose options can restate what the
+        architecture already is (``text_encoder``'s sizes) drops those here, so a workload keeps exactly one key."""
+        return options
 
     def check(self, w: Workload) -> None:
         """Family rules beyond the option table (shape rank, options that only make sense together)."""
@@ -683,16 +697,109 @@ T5_GENERATION = {"num_beams": 5, "num_return_sequences": 5, "max_length": 15, "l
                  "early_stopping": False, "do_sample": False}
 _TEXT_TASKS = ("sequence", "token", "seq2seq", "embed")
 
+#: ``text_encoder``'s size options (0, the default: the named architecture's own value) -> what each sets
+TEXT_SIZE_OPTIONS = {
+    "layers": "transformer layers (the encoder's for BART and T5)", "decoder_layers": "BART's and T5's decoder layers",
+    "hidden": "hidden size (d_model, n_embd)", "heads": "attention heads (both stacks of BART)",
+    "head_dim": "T5's d_kv (its attention width is heads x head_dim)",
+    "intermediate": "feed-forward width (both stacks of BART; GPT-2's n_inner)",
+    "embedding": "ALBERT's factorised embedding size", "vocab": "vocabulary size"}
+_BERT_FIELDS = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
+                "intermediate": "intermediate_size", "vocab": "vocab_size"}
+#: model type -> size option -> the config field(s) it sets (the first is read from a model folder's config.json)
+_TEXT_SIZE_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "bert": {k: (v,) for k, v in _BERT_FIELDS.items()},
+    "roberta": {k: (v,) for k, v in _BERT_FIELDS.items()},
+    "deberta-v2": {k: (v,) for k, v in _BERT_FIELDS.items()},
+    "albert": {**{k: (v,) for k, v in _BERT_FIELDS.items()}, "embedding": ("embedding_size",)},
+    "xlnet": {"layers": ("n_layer",), "hidden": ("d_model",), "heads": ("n_head",), "intermediate": ("d_inner",),
+              "vocab": ("vocab_size",)},
+    "gpt2": {"layers": ("n_layer",), "hidden": ("n_embd",), "heads": ("n_head",), "intermediate": ("n_inner",),
+             "vocab": ("vocab_size",)},
+    "t5": {"layers": ("num_layers",), "decoder_layers": ("num_decoder_layers",), "hidden": ("d_model",),
+           "heads": ("num_heads",), "head_dim": ("d_kv",), "intermediate": ("d_ff",), "vocab": ("vocab_size",)},
+    "bart": {"layers": ("encoder_layers",), "decoder_layers": ("decoder_layers",), "hidden": ("d_model",),
+             "heads": ("encoder_attention_heads", "decoder_attention_heads"),
+             "intermediate": ("encoder_ffn_dim", "decoder_ffn_dim"), "vocab": ("vocab_size",)},
+}
 
-def text_config(arch: str, num_labels: int | None = None, use_cache: bool = False):
-    """The transformers config of ``TEXT_MODELS[arch]`` (with ``num_labels`` outputs for a classification head).
+
+_SPECIAL_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
+
+def _config_size(model_type: str, option: str, config: Mapping) -> int | None:
+    """The value of size ``option`` in a config mapping (``TextModel.sizes`` or a folder's config.json), with the
+    transformers defaults of the fields a config may leave out (GPT-2's n_inner: 4 x n_embd; T5's decoder: as many
+    layers as the encoder; ALBERT's embedding: 128); None where the config does not say."""
+    fields = _TEXT_SIZE_FIELDS[model_type].get(option)
+    value = config.get(fields[0]) if fields else None
+    if value is None:
+        if model_type == "gpt2" and option == "intermediate" and config.get("n_embd"):
+            value = 4 * int(config["n_embd"])
+        elif model_type == "t5" and option == "decoder_layers":
+            value = config.get("num_layers")
+        elif model_type == "albert" and option == "embedding":
+            value = 128
+    return None if value is None or isinstance(value, bool) else int(value)
+
+
+def text_sizes(arch: str, **overrides: int) -> dict[str, int]:
+    """Every size option of ``arch``'s model type: its own (``TEXT_MODELS``) with ``overrides`` (nonzero) over them."""
+    kind = TEXT_MODELS[arch].model_type
+    out = {o: _config_size(kind, o, TEXT_MODELS[arch].sizes) for o in _TEXT_SIZE_FIELDS[kind]}
+    return {**out, **{k: int(v) for k, v in overrides.items() if v}}
+
+
+def text_size_options(arch: str, folder) -> dict[str, int]:
+    """The ``text_encoder`` size options that describe the model in ``folder`` (its ``config.json``) as a variant of
+    ``arch``: the sizes that differ from ``arch``'s own (none for the released checkpoint, so its workload keeps
+    the key of the full profile). ``{}`` where the folder has no readable config.json or is another model type
+    (a model the options cannot describe is priced as ``arch``, as without a folder)."""
+    path = Path(folder) / "config.json"
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        return {}
+    return dict(_folder_size_options(arch, str(path), stamp))
+
+
+@functools.lru_cache(maxsize=64)
+def _folder_size_options(arch: str, path: str, stamp: int) -> tuple[tuple[str, int], ...]:
+    try:
+        config = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return ()
+    kind = TEXT_MODELS[arch].model_type
+    if not isinstance(config, dict) or config.get("model_type") != kind:
+        logging.getLogger(__name__).info("%s: model type %r is not %s's %r; priced as %s", path,
+                                         config.get("model_type") if isinstance(config, dict) else None, arch, kind,
+                                         arch)
+        return ()
+    own = text_sizes(arch)
+    found = {o: _config_size(kind, o, config) for o in _TEXT_SIZE_FIELDS[kind]}
+    return tuple(sorted((o, v) for o, v in found.items() if v is not None and v >= 1 and v != own[o]))
+
+
+def text_config(arch: str, num_labels: int | None = None, use_cache: bool = False, sizes: Mapping | None = None):
+    """The transformers config of ``TEXT_MODELS[arch]`` (with ``num_labels`` outputs for a classification head),
+    with the size options ``sizes`` (``TEXT_SIZE_OPTIONS``; 0 or absent: the architecture's own) over its sizes.
     Key/value caches serve generation only: off unless ``use_cache`` (T5's beam search keeps its checkpoint's
     default, on; its training passes ``use_cache=False``, as ``noisywikihow.plm.LabelGenerator.loss``)."""
     from transformers import AutoConfig
 
     spec = TEXT_MODELS[arch]
     extra = {"num_labels": num_labels} if num_labels is not None else {}
-    config = AutoConfig.for_model(spec.model_type, **spec.sizes, **extra)
+    fields = _TEXT_SIZE_FIELDS[spec.model_type]
+    for option, value in (sizes or {}).items():
+        if value:
+            if option not in fields:
+                raise ConfigError(f"{arch} ({spec.model_type}) has no size {option!r}; its sizes: {', '.join(fields)}")
+            extra.update(dict.fromkeys(fields[option], int(value)))
+    if extra.get("vocab_size"):  # special tokens past a smaller vocabulary (GPT-2's 50256): its last id instead
+        own = AutoConfig.for_model(spec.model_type, **spec.sizes)
+        extra.update({name: extra["vocab_size"] - 1 for name in _SPECIAL_IDS
+                      if isinstance(getattr(own, name, None), int) and getattr(own, name) >= extra["vocab_size"]})
+    config = AutoConfig.for_model(spec.model_type, **{**spec.sizes, **extra})
     if hasattr(config, "use_cache"):
         config.use_cache = use_cache
     if spec.model_type == "xlnet":
@@ -700,17 +807,18 @@ def text_config(arch: str, num_labels: int | None = None, use_cache: bool = Fals
     return config
 
 
-def text_model(arch: str, task: str = "sequence", num_labels: int = 2):
-    """A randomly initialised transformers model of ``arch`` for ``task`` on the current default device:
-    "sequence"/"token" classification heads of ``num_labels``, "seq2seq" (its language-model head: T5 writing
-    labels) or "embed" (the bare encoder)."""
+def text_model(arch: str, task: str = "sequence", num_labels: int = 2, sizes: Mapping | None = None):
+    """A randomly initialised transformers model of ``arch`` (with the size options ``sizes`` over its own) for
+    ``task`` on the current default device: "sequence"/"token" classification heads of ``num_labels``, "seq2seq"
+    (its language-model head: T5 writing labels) or "embed" (the bare encoder)."""
     import transformers
     from transformers.utils import logging
 
     auto = {"sequence": transformers.AutoModelForSequenceClassification,
             "token": transformers.AutoModelForTokenClassification,
             "seq2seq": transformers.AutoModelForSeq2SeqLM, "embed": transformers.AutoModel}[task]
-    config = text_config(arch, num_labels if task in ("sequence", "token") else None, use_cache=task == "seq2seq")
+    config = text_config(arch, num_labels if task in ("sequence", "token") else None, use_cache=task == "seq2seq",
+                         sizes=sizes)
     level = logging.get_verbosity()
     logging.set_verbosity_error()  # no "some weights are newly initialised" reports
     try:
@@ -730,17 +838,41 @@ class TextEncoder(Family):
     decay on matrices only), zero_grad. Infer: eval mode, no grad, softmax on the CPU (``lnlfn.finetune._predict``);
     ``seq2seq``: the 5-beam search of NoisywikiHow's T5 evaluation; ``embed``: mean-pooled, L2-normalised states
     (sentence-transformers' MiniLM).
+
+    Size options (``TEXT_SIZE_OPTIONS``: ``layers``, ``decoder_layers``, ``hidden``, ``heads``, ``head_dim``,
+    ``intermediate``, ``embedding``, ``vocab``; 0, the default, is the named architecture's own value): the model
+    that really runs when it is not the named checkpoint's size, e.g. the rehearsals' tiny random stand-ins written
+    under ``<data_dir>/models/<name>`` (``shared.text.tiny_models``). The planners read them off the model folder
+    (``text_size_options``); the model is built from ``arch``'s config with those fields replaced, so its FLOPs and
+    its timing are the small model's. A size equal to the architecture's own is dropped (one key per workload), so
+    the released checkpoint's workload keeps the full profile's key:
+
+        text_encoder/deberta-v3-base/train/b16/128/fp32/num_labels=3                      (the checkpoint)
+        text_encoder/deberta-v3-base/train/b16/128/fp32/heads=2,hidden=32,intermediate=64,layers=1,num_labels=3,vocab=3224
     """
 
     name = "text_encoder"
     archs = tuple(TEXT_MODELS)
-    options: ClassVar[dict[str, tuple[type, Any]]] = {"num_labels": (int, 2), "task": (str, "sequence"), "label_len": (int, 15)}
+    options: ClassVar[dict[str, tuple[type, Any]]] = {"num_labels": (int, 2), "task": (str, "sequence"),
+                                                      "label_len": (int, 15), **dict.fromkeys(TEXT_SIZE_OPTIONS, (int, 0))}
     choices: ClassVar[dict[str, tuple]] = {"task": _TEXT_TASKS}
     flops_batch = 2
+
+    def canonical_options(self, arch: str, options):
+        own = text_sizes(arch) if arch in TEXT_MODELS else {}
+        return tuple((k, v) for k, v in options if not (k in TEXT_SIZE_OPTIONS and own.get(k) == v))
 
     def check(self, w: Workload) -> None:
         _need_shape(w, 1, "token sequences (L,)")
         o, kind = w.opts, TEXT_MODELS[w.arch].model_type
+        given = [k for k, _ in w.options if k in TEXT_SIZE_OPTIONS]
+        if any(k not in _TEXT_SIZE_FIELDS[kind] for k in given):
+            raise ConfigError(f"{w.key}: {w.arch} ({kind}) has the sizes {', '.join(_TEXT_SIZE_FIELDS[kind])}, not "
+                              f"{', '.join(k for k in given if k not in _TEXT_SIZE_FIELDS[kind])}")
+        sizes = text_sizes(w.arch, **{k: o[k] for k in given})
+        if kind != "t5" and sizes["hidden"] % sizes["heads"]:
+            raise ConfigError(f"{w.key}: the hidden size {sizes['hidden']} is not a multiple of the {sizes['heads']} "
+                              "attention heads")
         if o["task"] == "seq2seq" and kind != "t5":
             raise ConfigError(f"{w.key}: task seq2seq (writing the label) is T5's, as NoisywikiHow trains it")
         if o["task"] == "embed" and w.phase != "infer":
@@ -759,7 +891,7 @@ class TextEncoder(Family):
         _seed()
         o = w.opts
         with torch.device(device):
-            model = text_model(w.arch, o["task"], o["num_labels"])
+            model = text_model(w.arch, o["task"], o["num_labels"], {k: o[k] for k in TEXT_SIZE_OPTIONS})
         config = model.config
         L, task, K = w.shape[0], o["task"], o["num_labels"]
         gen = torch.Generator().manual_seed(0)
@@ -770,7 +902,8 @@ class TextEncoder(Family):
         def token_ids(n: int, length: int, where):
             if where.type == "meta":
                 return torch.zeros(n, length, dtype=torch.long, device=where)
-            ids = torch.randint(1000, config.vocab_size - 10, (n, length), generator=gen)
+            low = min(1000, config.vocab_size // 2)  # a stand-in's vocabulary may hold a few hundred tokens
+            ids = torch.randint(low, config.vocab_size - 10, (n, length), generator=gen)
             if eos is not None:
                 ids[:, -1] = eos
             return ids.to(where)
@@ -1415,6 +1548,7 @@ __all__ = [
     "PLENCH_TABULAR",
     "PRECISIONS",
     "TEXT_MODELS",
+    "TEXT_SIZE_OPTIONS",
     "VIT_MODELS",
     "Calibration",
     "Family",
@@ -1433,5 +1567,7 @@ __all__ = [
     "register",
     "text_config",
     "text_model",
+    "text_size_options",
+    "text_sizes",
     "workloads_of",
 ]

@@ -155,6 +155,69 @@ def test_text_configs_match_the_published_sizes():
         assert params == pytest.approx(spec.params_m, rel=0.03), (arch, params)
 
 
+TINY_CORPUS = ["the cat sat on the mat", "a dog ran in the park", "noisy labels hurt the model ."]
+
+
+@pytest.mark.parametrize("hub, arch, kind, options", [
+    ("microsoft/deberta-v3-base", "deberta-v3-base", "deberta-v2", {"num_labels": 3}),
+    ("t5-base", "t5-base", "t5", {"task": "seq2seq", "label_len": 4}),
+])
+def test_a_tiny_model_folder_is_priced_as_its_own_size(tmp_path, cache_dir, hub, arch, kind, options):
+    """A rehearsal's stand-in (``write_tiny_model``) as size options: a key that names them and round-trips, FLOPs
+    far below the checkpoint's and equal to FlopCounterMode's count on the model loaded from that very folder."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import AutoModelForSeq2SeqLM, AutoModelForSequenceClassification
+
+    from shared.text.tiny_models import write_tiny_model
+
+    folder = write_tiny_model(tmp_path / "models" / hub, kind, TINY_CORPUS)
+    sizes = W.text_size_options(arch, folder)
+    assert sizes["hidden"] == 32 and sizes["layers"] == 1 and sizes["heads"] == 2 and "vocab" in sizes
+    assert (sizes.get("decoder_layers"), sizes.get("head_dim")) == ((1, 16) if kind == "t5" else (None, None))
+    w = W.Workload("text_encoder", arch, "train", 2, (16,), "fp32", {**options, **sizes})
+    full = W.Workload("text_encoder", arch, "train", 2, (16,), "fp32", options)
+    assert W.Workload.from_key(w.key) == w and "hidden=32" in w.key and "layers=1" in w.key
+    assert full.key not in (w.key,) and "hidden" not in full.key
+    assert W.flops(w) < W.flops(full) / 100
+
+    torch.manual_seed(0)
+    if kind == "t5":
+        model = AutoModelForSeq2SeqLM.from_pretrained(folder, local_files_only=True)
+    else:
+        model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=3, local_files_only=True)
+    model.train()
+    ids = torch.randint(10, model.config.vocab_size - 10, (2, 16))
+    if kind != "t5":
+        ids[:, -1] = 2
+    with FlopCounterMode(display=False) as counter:
+        if kind == "t5":
+            loss = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids[:, :4].clone(), use_cache=False).loss
+        else:
+            logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+            loss = torch.nn.functional.cross_entropy(logits.float(), torch.zeros(2, dtype=torch.long))
+        loss.backward()
+    assert W.flops(w) == counter.get_total_flops()
+
+
+def test_size_options_are_checked_and_dropped_where_they_restate_the_checkpoint(tmp_path):
+    base = W.Workload("text_encoder", "bert-base-uncased", "train", 8, (128,), "fp32", {"num_labels": 158})
+    assert W.Workload("text_encoder", "bert-base-uncased", "train", 8, (128,), "fp32",
+                      {"num_labels": 158, "hidden": 768, "layers": 12, "vocab": 30522}).key == base.key
+    assert W.text_sizes("gpt2")["intermediate"] == 3072 and W.text_sizes("t5-base", hidden=32)["hidden"] == 32
+    for options, words in (({"decoder_layers": 1}, ["decoder_layers", "bert"]), ({"hidden": 30}, ["multiple"])):
+        with pytest.raises(ConfigError) as info:
+            base.replace(options=options)
+        assert all(w in str(info.value) for w in words)
+    # no folder, another model type, or the checkpoint's own sizes: no options (the full profile's key)
+    assert W.text_size_options("bert-base-uncased", tmp_path / "absent") == {}
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "roberta", "hidden_size": 32}))
+    assert W.text_size_options("bert-base-uncased", tmp_path) == {}
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_embd": 768, "n_layer": 12,
+                                                      "n_head": 12, "n_inner": None, "vocab_size": 50257}))
+    assert W.text_size_options("gpt2", tmp_path) == {}
+
+
 def test_plench_passes_match_the_algorithms():
     """PLENCH_IMAGE_PASSES: the featurizer passes of each algorithm's steady-state step, counted with hooks."""
     import collections

@@ -103,6 +103,27 @@ def test_fine_tuning_steps_follow_epochs_batches_and_the_sequences(no_data):
     assert bf16.work[0].workload.precision == "bf16" and bf16.work[0].workload.arch == "roberta-large"
 
 
+def test_a_tiny_model_folder_gives_the_workload_its_size(tmp_path, no_data):
+    """A rehearsal's stand-in under <data_dir>/models/<name> (the folder finetune_probs loads) is priced as the model
+    it is: the workloads carry its sizes; without a folder the key is the full profile's."""
+    from shared.text.tiny_models import write_tiny_model
+    from shared.workloads import FULL_PROFILE_WORKLOADS
+
+    write_tiny_model(tmp_path / "models" / "microsoft" / "deberta-v3-base", "deberta-v2", ["the film was good ."])
+    data = cost.data_of(toy_dataset())
+    config = FinetuneConfig(lr=1e-3, epochs=1, batch_size=32)
+    tiny = cost.finetune_run(data, cost.Labels("x"), "microsoft/deberta-v3-base", config, "", str(tmp_path))
+    bare = cost.finetune_run(data, cost.Labels("x"), "microsoft/deberta-v3-base", config, "", no_data)
+    for small, full in zip(tiny.work, bare.work):
+        o = small.workload.opts
+        assert (o["layers"], o["hidden"], o["heads"], o["intermediate"]) == (1, 32, 2, 64) and o["vocab"] > 0
+        assert small.workload.replace(options={k: 0 for k in ("layers", "hidden", "heads", "intermediate",
+                                                              "vocab")}) == full.workload
+        assert "hidden" not in full.workload.key and full.steps == small.steps
+    assert bare.work[0].workload.key == "text_encoder/deberta-v3-base/train/b32/128/fp32"  # 2 classes: the default
+    assert bare.work[0].workload.replace(options={"num_labels": 3}, precision="bf16") in FULL_PROFILE_WORKLOADS
+
+
 def test_the_default_precision_follows_the_planned_device(no_data):
     """bf16 "auto" (the default) is planned as the notebook would run it: bf16 with ``device: cuda``, fp32 on the
     CPU, and the CPU plan's identities are those of an explicit ``bf16=False`` (the keys before "auto")."""

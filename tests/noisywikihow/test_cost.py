@@ -121,6 +121,35 @@ def test_full_profile_workloads_are_the_seven_plms():
     assert all(r.work[0].workload.precision == "fp32" for r in cpu)
 
 
+def test_tiny_model_folders_give_the_workloads_their_sizes(tmp_path):
+    """The rehearsal's stand-ins under <data_dir>/models/<id> (the folders load_classifier and load_generator read)
+    are priced as the models they are; a PLM without a folder keeps the full profile's key."""
+    from shared.text.tiny_models import write_tiny_model
+
+    corpus = ["how to bake bread .", "how to train a dog ."]
+    write_tiny_model(tmp_path / "models" / "facebook" / "bart-base", "bart", corpus)
+    write_tiny_model(tmp_path / "models" / "t5-base", "t5", corpus)
+    runs = of_kind(planned("01_plm_architectures", {**FULL, "data_dir": str(tmp_path)}), CACHE_KIND).values()
+    bare = of_kind(planned("01_plm_architectures", FULL), CACHE_KIND).values()
+
+    def first(runs, model):
+        return next(r for r in runs if r.label.startswith("base clean") and f"{model} plm" in r.label)
+
+    bart, t5 = first(runs, "BART"), first(runs, "T5")
+    for w in (*bart.work, *t5.work):
+        o = w.workload.opts
+        assert (o["layers"], o["decoder_layers"], o["hidden"], o["heads"], o["intermediate"]) == (1, 1, 32, 2, 64)
+    assert t5.work[0].workload.opts["head_dim"] == 16 and t5.work[0].workload.opts["task"] == "seq2seq"
+    assert bart.work[0].workload.key.startswith("text_encoder/bart-base/train/b64/128/bf16/decoder_layers=1,")
+    assert first(bare, "BART").work[0].workload.key == "text_encoder/bart-base/train/b64/128/bf16/num_labels=158"
+    assert first(runs, "BERT").work[0].workload.key == first(bare, "BERT").work[0].workload.key \
+        == "text_encoder/bert-base-uncased/train/b64/128/bf16/num_labels=158"
+    assert bart.work[0].steps == first(bare, "BART").work[0].steps
+    # cRT's classifier reads the stand-in's hidden states
+    assert cost._plm_width("BART", cost.plm_sizes("BART", tmp_path).items()) == 32
+    assert cost._plm_width("BART") == 768 and cost.plm_sizes("BERT", tmp_path) == {}
+
+
 def test_executor_adds_the_features_jobs_read():
     runs = planned("01_plm_architectures", executor={"kind": "local", "jobs": 2})
     assert len(of_kind(runs, CACHE_DATA)) == 3  # one per features: MiniLM, TF-IDF (mlp and linear), MiniLM tokens
