@@ -27,6 +27,11 @@ negligible and not counted); the CAMUS U-Net ``epochs x ceil(2 n_train / batch)`
 kinds that ``shared.workloads`` has no family for yet are ``ProposedWorkload`` (same key format; priced once the
 family is added there): ``tiny_unet`` (``tiny_seg.TinyUNet`` / the CAMUS U-Net), ``box_mask_net``
 (``sam_finetune.BoxMaskNet``), ``grounding_dino`` (transformers' Grounding-DINO) and ``mmdet`` (MMDetection configs).
+
+**Precision**: Mask R-CNN's workloads are bf16 where the run trains in bf16 (``maskrcnn.resolved_precision``: its
+``precision`` hyperparameter, "auto" by default, against the notebook's ``device`` parameter, ``params["device"]``;
+"auto" there means this machine's: CUDA if it has one), fp32 otherwise. The keys of the model runs are resolved the
+same way (``runs.Training.key``), so a plan for a GPU names the bf16 runs the GPU will train.
 """
 from __future__ import annotations
 
@@ -179,7 +184,8 @@ def maskrcnn_iterations(hp: dict, train_images: int) -> tuple[int, int, int]:
 
 
 def train_work(spec: RunSpec, training: Training, n: Sizes) -> list[Work]:
-    """The backend's training, loss logging and val predictions (``Training.module().fit_predict``)."""
+    """The backend's training, loss logging and val predictions (``Training.module().fit_predict``); Mask R-CNN's
+    steps in the precision it resolves to on ``training.device``."""
     hparams = {**training.hparams, **({"loss": spec.loss} if spec.loss != "ce" else {})}
     if training.backend == "tiny":
         hp = tiny_seg.check_hparams(hparams)
@@ -193,8 +199,9 @@ def train_work(spec: RunSpec, training: Training, n: Sizes) -> list[Work]:
         total, _, last = maskrcnn_iterations(hp, n.train)
         shape = (3, min(hp["min_size"], hp["max_size"]), max(hp["min_size"], hp["max_size"]))
         arch = {"resnet50": "maskrcnn_r50_fpn"}.get(hp["backbone"], f"maskrcnn_{hp['backbone']}_fpn")
-        train = workload("maskrcnn", arch, "train", hp["batch_size"], shape, num_classes=n.categories)
-        infer = workload("maskrcnn", arch, "infer", hp["batch_size"], shape, num_classes=n.categories)
+        precision = maskrcnn.resolved_precision(hp, training.device)  # bf16 autocast on CUDA by default
+        train = workload("maskrcnn", arch, "train", hp["batch_size"], shape, precision, num_classes=n.categories)
+        infer = workload("maskrcnn", arch, "infer", hp["batch_size"], shape, precision, num_classes=n.categories)
         work = [Work(train, total, examples=total * hp["batch_size"],
                      what=f"Mask R-CNN {hp['backbone']}-FPN, {total} iterations of batch {hp['batch_size']}")]
         if spec.log_losses:
@@ -212,10 +219,11 @@ def train_work(spec: RunSpec, training: Training, n: Sizes) -> list[Work]:
     raise unknown_choice("backend", training.backend, ("tiny", "torchvision", "mmdet"))
 
 
-def model_runs(notebook: str, cfg, data_dir=None) -> list[PlannedRun]:
-    """03-08: the page's runs (``plans.model_specs``), each once, keyed as ``run_grid`` caches it."""
+def model_runs(notebook: str, cfg, data_dir=None, device: str = "auto") -> list[PlannedRun]:
+    """03-08: the page's runs (``plans.model_specs``), each once, keyed as ``run_grid`` caches it when the notebook
+    runs with ``device``."""
     recipe = plans.recipe(cfg, data_dir)
-    training = plans.training(cfg, recipe)
+    training = plans.training(cfg, recipe, device)
     n, prints = sizes(recipe), fingerprints(recipe)
     runs = []
     for spec in dict.fromkeys(plans.model_specs(notebook, cfg, data_dir)):
@@ -311,12 +319,12 @@ def label_set_runs(cfg, data_dir, recipe: DataRecipe, n: Sizes) -> list[PlannedR
     return runs
 
 
-def coco_wan(cfg, data_dir=None) -> list[PlannedRun]:
+def coco_wan(cfg, data_dir=None, device: str = "auto") -> list[PlannedRun]:
     """08, in the page's order: the label sets (prompt_quality, figure), Table 14's fine-tunings, the model runs."""
     recipe = plans.recipe(cfg, data_dir)
     n = sizes(recipe)
     return (label_set_runs(cfg, data_dir, recipe, n) + finetune_runs(cfg, data_dir, recipe, n)
-            + model_runs("08_coco_wan", cfg, data_dir))
+            + model_runs("08_coco_wan", cfg, data_dir, device))
 
 
 # ------------------------------------------------------------------------------------------------ 01, 02, 09
@@ -392,7 +400,7 @@ PLANNERS = {
     "00_noise_engine": lambda cfg, data_dir=None: [],  # no run with an identity (module docstring)
     "01_annotation_quality": annotation_quality,
     "02_benchmark_files": benchmark_files,
-    **{nb: (lambda cfg, data_dir=None, nb=nb: model_runs(nb, cfg, data_dir))
+    **{nb: (lambda cfg, data_dir=None, device="auto", nb=nb: model_runs(nb, cfg, data_dir, device))
        for nb in ("03_train_eval", "04_noise_ablation", "05_class_noise", "06_lnl", "07_confidence")},
     "08_coco_wan": coco_wan,
     "09_camus_ef": camus_ef,
@@ -400,9 +408,12 @@ PLANNERS = {
 
 
 def plan(notebook: str, cfg, params: dict) -> list[PlannedRun]:
-    """Every run ``notebook`` executes under its merged settings ``cfg`` and papermill ``params`` (data_dir)."""
+    """Every run ``notebook`` executes under its merged settings ``cfg`` and papermill ``params`` (data_dir; device,
+    "auto" when absent, as the notebooks default: the model pages' Mask R-CNN precision depends on it)."""
     if notebook not in PLANNERS:
         raise unknown_choice("Benchmark-N notebook", notebook, PLANNERS)
+    if notebook in plans.MODEL_SPECS:
+        return PLANNERS[notebook](cfg, params.get("data_dir"), device=params.get("device") or "auto")
     return PLANNERS[notebook](cfg, params.get("data_dir"))
 
 

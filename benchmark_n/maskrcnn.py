@@ -32,8 +32,20 @@ in the model (bilinear on the tensor, after normalising) instead of in the data 
 mmdet's (before NMS 2000 per level in training, 1000 at test; 1000 per image kept after NMS). Training images
 without annotations (e.g. all deleted by the noise) are kept as background-only images, where mmdet's
 ``filter_empty_gt`` drops them. One device only: no multi-GPU, so the paper's 4 x 2 or 8 x 2 batch is one
-``batch_size`` and the lr follows the linear rule. No mixed precision (mmdet's config has none either). A
-non-finite loss stops training with FloatingPointError (mmdet would go on).
+``batch_size`` and the lr follows the linear rule. A non-finite loss stops training with FloatingPointError (mmdet
+would go on).
+
+Precision (``precision``, ``PRECISIONS``). ``"fp32"`` is the official behaviour: mmdet's config trains in fp32 (no
+``fp16`` / AmpOptimWrapper section). ``"auto"``, the default, trains and predicts with bfloat16 autocast on CUDA (an
+H100 does ~15x the fp32 FLOP rate in bf16 on its tensor cores) and in fp32 elsewhere, so every CPU run (the
+rehearsal's, the tests') is the fp32 run it was; ``"bf16"`` autocasts on any device (on a CPU slowly: the tests' way
+to reach that code). Autocast covers the networks only (``NETWORKS``: backbone + FPN, RPN head, RoI box and mask
+heads), whose outputs are cast back to fp32: anchors, box decoding, NMS, RoIAlign, the losses and the postprocessing
+stay fp32 (as MMDetection 2's fp16 training kept its heads' losses and box decoding, ``force_fp32``). Autocasting the
+whole forward would decode boxes in bf16 (torchvision's ``BoxCoder.decode`` casts the anchors to the deltas' dtype;
+bf16 has 8 significant bits, so a coordinate of 512-1024 px moves in steps of 4 px). Weights, gradients and SGD's
+state stay fp32; bf16 has fp32's exponent range, so no GradScaler. The detections are float32 as in fp32 runs. A bf16
+run is keyed apart from the fp32 one (``key_hparams``).
 """
 from __future__ import annotations
 
@@ -63,10 +75,16 @@ DEFAULTS = {"epochs": 12, "batch_size": 16, "lr": None, "momentum": 0.9, "weight
             "warmup_ratio": 0.001, "lr_steps": [8, 11], "min_size": 800, "max_size": 1333, "hflip": 0.5,
             "backbone": "resnet50", "backbone_weights": "imagenet", "trainable_layers": 3, "max_iters": None,
             "score_threshold": 0.05, "detections_per_image": 100, "loss": "ce", "sce_alpha": 0.1, "sce_beta": 1.0,
-            "loss_epochs": [], "num_workers": 0, "boxes": "mask", "log_interval": 50}
+            "loss_epochs": [], "num_workers": 0, "boxes": "mask", "log_interval": 50, "precision": "auto"}
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d",
              "wide_resnet50_2", "wide_resnet101_2")  # torchvision's resnet_fpn_backbone
 BOXES = {"mask": "the box of the annotation's mask", "annotation": "the annotation's bbox field (mmdet's choice)"}
+PRECISIONS = {"auto": "bf16 autocast on CUDA, fp32 elsewhere", "bf16": "bf16 autocast on any device",
+              "fp32": "no autocast (MMDetection's config, the official behaviour)"}
+#: the submodules whose forward runs under autocast (their outputs cast back to fp32): the convolutions and linear
+#: layers, nearly all of the FLOPs; the box geometry between them stays fp32 (module docstring)
+NETWORKS = ("backbone", "rpn.head", "roi_heads.box_head", "roi_heads.box_predictor", "roi_heads.mask_head",
+            "roi_heads.mask_predictor")
 LR_GAMMA = 0.1  # MultiStepLR's factor at each of lr_steps
 BASE_LR, BASE_BATCH = 0.02, 16  # mmdet's lr for its total batch (8 GPUs x 2 images)
 
@@ -106,6 +124,7 @@ _CHECKS = {
     "num_workers": (lambda v: _is_int(v), "an int >= 0"),
     "boxes": (lambda v: v in BOXES, f"one of {', '.join(BOXES)}"),
     "log_interval": (lambda v: _is_int(v, 1), "an int >= 1 (iterations per history row)"),
+    "precision": (lambda v: v in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
 }
 
 
@@ -119,6 +138,90 @@ def check_hparams(hp: dict) -> dict:
         if not valid(hp[key]):
             raise ConfigError(f"Mask R-CNN hyperparameter {key}={hp[key]!r} is invalid; it must be {description}")
     return hp
+
+
+def on_cuda(device) -> bool:
+    """Whether ``device`` (a torch.device, or "auto", "cpu", "cuda", "cuda:N" as ``select_device`` takes it) is a
+    CUDA device; "auto" (or None) is, where this machine has one. A name alone decides, so a planner may ask about
+    "cuda" on a machine without it."""
+    if isinstance(device, torch.device):
+        return device.type == "cuda"
+    if device in (None, "auto"):
+        return torch.cuda.is_available()
+    if device == "cpu" or str(device).startswith("cuda"):
+        return str(device).startswith("cuda")
+    raise ConfigError(f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'")
+
+
+def resolved_precision(hp: dict, device) -> str:
+    """The precision ``hp`` (its ``precision``, default "auto") trains in on ``device``: "fp32" or "bf16"; "auto" is
+    bf16 on CUDA (``on_cuda``) and fp32 elsewhere."""
+    precision = {**DEFAULTS, **hp}["precision"]
+    if precision not in PRECISIONS:
+        raise ConfigError(f"Mask R-CNN hyperparameter precision={precision!r} is invalid; it must be one of "
+                          f"{', '.join(PRECISIONS)}")
+    if precision == "auto":
+        return "bf16" if on_cuda(device) else "fp32"
+    return precision
+
+
+def key_hparams(hp: dict, device) -> dict:
+    """``check_hparams(hp)`` as a run's cache key names them (``runs.Training.key``): ``precision`` resolved against
+    ``device``, and left out when that is fp32, so an fp32 run keeps the key it had before the setting existed and a
+    bf16 run gets another."""
+    hp = check_hparams(hp)
+    precision = resolved_precision(hp, device)
+    del hp["precision"]
+    return hp if precision == "fp32" else {**hp, "precision": precision}
+
+
+def pin_hparams(hp: dict, device) -> dict:
+    """``hp`` with ``precision`` resolved against ``device`` ("fp32" or "bf16"), for a run trained on another machine
+    than the one that keys it (``runs.run_grid``'s jobs): the same key (``key_hparams``), the same precision there."""
+    return {**hp, "precision": resolved_precision(hp, device)}
+
+
+def _float32(value):
+    """``value`` with every floating tensor in it (nested in tuples, lists, dicts) cast to float32."""
+    if isinstance(value, torch.Tensor):
+        return value.float() if value.is_floating_point() else value
+    if isinstance(value, dict):
+        return type(value)((k, _float32(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_float32(v) for v in value)
+    return value
+
+
+@contextmanager
+def mixed_precision(model: MaskRCNN, precision: str, device):
+    """Within the block, the forward of each of ``model``'s ``NETWORKS`` runs under ``torch.autocast(device.type,
+    dtype=torch.bfloat16)`` and returns float32 tensors, when ``precision`` is "bf16"; "fp32" leaves the model alone.
+    The forwards are instance attributes shadowing the class's, restored on exit (the state dict is unchanged).
+    Not thread-safe, like ``box_classification_loss``."""
+    if precision == "fp32":
+        yield
+        return
+    device_type = torch.device(device).type
+
+    def autocast(forward):
+        def run(*args, **kwargs):
+            with torch.autocast(device_type, dtype=torch.bfloat16):
+                out = forward(*args, **kwargs)
+            return _float32(out)
+        return run
+
+    modules = [model.get_submodule(name) for name in NETWORKS]
+    before = [module.__dict__.get("forward") for module in modules]  # None: the class's (an outer block's otherwise)
+    for module in modules:
+        module.forward = autocast(module.forward)
+    try:
+        yield
+    finally:
+        for module, forward in zip(modules, before):
+            if forward is None:
+                del module.forward
+            else:
+                module.forward = forward
 
 
 # ------------------------------------------------------------------------------------------------ schedule and loss
@@ -264,48 +367,58 @@ def epoch_batches(dataset: TrainImages, batch_size: int, hflip: float, generator
 
 # ------------------------------------------------------------------------------------------------ losses and results
 @torch.no_grad()
-def instance_losses(model: MaskRCNN, dataset: TrainImages, epoch: int, device, batch_size: int = 8) -> list[dict]:
+def instance_losses(model: MaskRCNN, dataset: TrainImages, epoch: int, device, batch_size: int = 8,
+                    precision: str = "fp32") -> list[dict]:
     """Per training annotation (noisy, as trained on; unflipped), with its own box as the proposal: ``class_loss``,
     the cross-entropy of the RoI box head's class logits against its label, and ``mask_loss``, the mean BCE of the
     mask head's logits of its label against its mask projected onto the 28 x 28 grid (``project_masks_on_boxes``):
     the losses of the proposal matched to an instance (Figs. 8 and 13). With ``class_flipped`` / ``spatially_noised``
-    from the annotation's ``noise`` record."""
+    from the annotation's ``noise`` record. The networks run in ``precision`` ("fp32" or "bf16", ``mixed_precision``;
+    the losses are computed in fp32 either way)."""
     model.eval()
     heads, rows = model.roi_heads, []
-    for start in range(0, len(dataset), batch_size):
-        indices = range(start, min(start + batch_size, len(dataset)))
-        images, targets = _collate([dataset[(i, False)] for i in indices])
-        images, targets = model.transform([im.to(device) for im in images],
-                                          [{k: v.to(device) for k, v in t.items()} for t in targets])
-        features = model.backbone(images.tensors)
-        boxes = [t["boxes"] for t in targets]
-        labels = torch.cat([t["labels"] for t in targets])
-        class_logits, _ = heads.box_predictor(heads.box_head(heads.box_roi_pool(features, boxes, images.image_sizes)))
-        mask_logits = heads.mask_predictor(heads.mask_head(heads.mask_roi_pool(features, boxes, images.image_sizes)))
-        size = mask_logits.shape[-1]
-        mask_targets = torch.cat([roi_heads.project_masks_on_boxes(t["masks"], t["boxes"], torch.arange(
-            len(t["boxes"]), device=device), size) for t in targets])
-        own = mask_logits[torch.arange(len(labels), device=device), labels]
-        class_loss = F.cross_entropy(class_logits, labels, reduction="none").tolist()
-        mask_loss = F.binary_cross_entropy_with_logits(own, mask_targets, reduction="none").mean((1, 2)).tolist()
-        anns = [ann for i in indices for ann, _, _ in dataset.annotations[i]]
-        for ann, c, m in zip(anns, class_loss, mask_loss):
-            noise = ann.get("noise", {})
-            rows.append({"epoch": epoch, "ann_id": ann["id"], "class_loss": c, "mask_loss": m,
-                         "class_flipped": bool(noise.get("class_flipped", False)),
-                         "spatially_noised": bool(noise.get("spatial"))})
+    with mixed_precision(model, precision, device):
+        for start in range(0, len(dataset), batch_size):
+            indices = range(start, min(start + batch_size, len(dataset)))
+            images, targets = _collate([dataset[(i, False)] for i in indices])
+            images, targets = model.transform([im.to(device) for im in images],
+                                              [{k: v.to(device) for k, v in t.items()} for t in targets])
+            features = model.backbone(images.tensors)
+            boxes = [t["boxes"] for t in targets]
+            labels = torch.cat([t["labels"] for t in targets])
+            class_logits, _ = heads.box_predictor(heads.box_head(heads.box_roi_pool(features, boxes,
+                                                                                    images.image_sizes)))
+            mask_logits = heads.mask_predictor(heads.mask_head(heads.mask_roi_pool(features, boxes,
+                                                                                   images.image_sizes)))
+            size = mask_logits.shape[-1]
+            mask_targets = torch.cat([roi_heads.project_masks_on_boxes(t["masks"], t["boxes"], torch.arange(
+                len(t["boxes"]), device=device), size) for t in targets])
+            own = mask_logits[torch.arange(len(labels), device=device), labels]
+            class_loss = F.cross_entropy(class_logits, labels, reduction="none").tolist()
+            mask_loss = F.binary_cross_entropy_with_logits(own, mask_targets, reduction="none").mean((1, 2)).tolist()
+            anns = [ann for i in indices for ann, _, _ in dataset.annotations[i]]
+            for ann, c, m in zip(anns, class_loss, mask_loss):
+                noise = ann.get("noise", {})
+                rows.append({"epoch": epoch, "ann_id": ann["id"], "class_loss": c, "mask_loss": m,
+                             "class_flipped": bool(noise.get("class_flipped", False)),
+                             "spatially_noised": bool(noise.get("spatial"))})
     return rows
 
 
 @torch.no_grad()
-def predict(model: MaskRCNN, data, category_ids: list[int], device, batch_size: int = 8) -> list[dict]:
+def predict(model: MaskRCNN, data, category_ids: list[int], device, batch_size: int = 8,
+            precision: str = "fp32") -> list[dict]:
     """COCO results of ``model`` on ``data``'s images: torchvision's boxes (as xywh), scores, labels (as ``data``'s
-    category ids) and soft masks thresholded at 0.5 (as compressed RLE)."""
+    category ids) and soft masks thresholded at 0.5 (as compressed RLE). The networks run in ``precision`` ("fp32"
+    or "bf16", ``mixed_precision``); boxes, scores and masks are float32 either way."""
     model.eval()
     entries, found = data.dataset["images"], []
     for start in range(0, len(entries), batch_size):
         chunk = entries[start:start + batch_size]
-        for entry, out in zip(chunk, model([_tensor(data.image(e["id"], required=True)).to(device) for e in chunk])):
+        with mixed_precision(model, precision, device):
+            outs = model([_tensor(data.image(e["id"], required=True)).to(device) for e in chunk])
+        for entry, out in zip(chunk, outs):
+            out = _float32(out)  # already float32 (the postprocessing runs outside autocast); a cheap guarantee
             masks = (out["masks"][:, 0] > 0.5).cpu().numpy()
             for (x1, y1, x2, y2), label, score, mask in zip(out["boxes"].tolist(), out["labels"].tolist(),
                                                             out["scores"].tolist(), masks):
@@ -320,7 +433,9 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_lo
     ``hp["loss_epochs"]`` (1-based; all epochs when empty; an epoch cut short by ``max_iters`` counts). The history
     has a row every ``log_interval`` iterations and at the last one, as MMDetection's logger (interval 50): the
     epoch, iteration and lr of that iteration, the mean loss and loss parts over the ``iterations`` since the last
-    row; the first row also holds ``base_lr``, the annotations trained on and the skipped ones per reason."""
+    row; the first row also holds ``base_lr``, the annotations trained on and the skipped ones per reason. The
+    networks run in ``resolved_precision(hp, device)`` (module docstring: bf16 autocast on CUDA by default); on CUDA
+    the training batches are copied from pinned memory without blocking."""
     hp = check_hparams(hp)
     category_ids = [c["id"] for c in train.dataset["categories"]]
     if [c["id"] for c in val.dataset["categories"]] != category_ids:
@@ -328,6 +443,7 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_lo
     if not train.dataset["images"]:
         raise DataFormatError("train has no images; Mask R-CNN needs at least one")
     device = select_device(device)
+    precision, cuda = resolved_precision(hp, device), device.type == "cuda"
     seed_everything(seed)
     dataset = TrainImages(train, {cat: i + 1 for i, cat in enumerate(category_ids)}, hp["boxes"])
     model = build_model(len(category_ids), hp).to(device)
@@ -343,13 +459,16 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_lo
             model.train()
             batches = epoch_batches(dataset, hp["batch_size"], hp["hflip"], generator)
             for images, targets in DataLoader(dataset, batch_sampler=batches, num_workers=hp["num_workers"],
-                                              collate_fn=_collate):
+                                              collate_fn=_collate, pin_memory=cuda):
                 lr = learning_rate(iteration, epoch, hp)
                 for group in optimiser.param_groups:
                     group["lr"] = lr
-                with box_classification_loss(hp["loss"], hp["sce_alpha"], hp["sce_beta"]):
-                    parts = model([im.to(device) for im in images],
-                                  [{k: v.to(device) for k, v in t.items()} for t in targets])
+                # bf16 needs no GradScaler: it has fp32's exponent range, so small gradients do not underflow (fp16
+                # would need one); the weights, their gradients and SGD's momentum stay fp32
+                with mixed_precision(model, precision, device), \
+                        box_classification_loss(hp["loss"], hp["sce_alpha"], hp["sce_beta"]):
+                    parts = model([im.to(device, non_blocking=cuda) for im in images],
+                                  [{k: v.to(device, non_blocking=cuda) for k, v in t.items()} for t in targets])
                 loss = sum(parts.values())
                 if not torch.isfinite(loss):
                     raise FloatingPointError(f"Mask R-CNN loss is {loss.item()} at iteration {iteration + 1} "
@@ -367,17 +486,18 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_lo
                 if iteration == total:
                     break
             if log_losses and epoch in logged:
-                losses += instance_losses(model, dataset, epoch, device, hp["batch_size"])
+                losses += instance_losses(model, dataset, epoch, device, hp["batch_size"], precision)
             if iteration == total:
                 break
     history[0].update({"base_lr": base_lr(hp), "train_annotations": sum(map(len, dataset.annotations)),
                        **{f"skipped_{reason}": dataset.skipped[reason]
                           for reason in ("crowd", "empty_mask", "degenerate_box")}})
-    return {"detections": predict(model, val, category_ids, device, hp["batch_size"]), "history": history,
+    return {"detections": predict(model, val, category_ids, device, hp["batch_size"], precision), "history": history,
             "instance_losses": losses}
 
 
-__all__ = ["DEFAULTS", "BACKBONES", "BOXES", "LR_GAMMA", "check_hparams", "base_lr", "learning_rate",
+__all__ = ["DEFAULTS", "BACKBONES", "BOXES", "PRECISIONS", "NETWORKS", "LR_GAMMA", "check_hparams", "on_cuda",
+           "resolved_precision", "key_hparams", "pin_hparams", "mixed_precision", "base_lr", "learning_rate",
            "box_classification_loss", "backbone_weights_path", "backbone_state", "build_model", "TrainImages",
            "epoch_batches",
            "instance_losses", "predict", "fit_predict"]

@@ -25,6 +25,7 @@ import hashlib
 import importlib
 import importlib.metadata
 import json
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache, partial
 from pathlib import Path
@@ -182,7 +183,8 @@ class Training:
 
     backend: str = "tiny"
     hparams: dict = field(default_factory=dict)
-    device: str = "cpu"  # not in the key: a run is the same run on any device (up to CUDA's non-determinism)
+    device: str = "cpu"  # not in the key: a run is the same run on any device (up to CUDA's non-determinism); only
+    # what it resolves a setting to is (Mask R-CNN's precision "auto": bf16 on CUDA, ``maskrcnn.key_hparams``)
     dilation_ratio: float = 0.02  # Boundary AP's band (Cheng et al.'s default)
 
     def __post_init__(self):
@@ -195,7 +197,13 @@ class Training:
         return importlib.import_module(BACKENDS[self.backend][0])
 
     def key(self) -> dict:
-        hparams = self.module().check_hparams(dict(self.hparams))
+        """What a run's result depends on: the backend, its checked hyperparameters (the backend's ``key_hparams``
+        where it has one: settings resolved against ``device``), the weights file by what it holds, the Boundary AP
+        band."""
+        module = self.module()
+        hparams = module.check_hparams(dict(self.hparams))
+        if hasattr(module, "key_hparams"):
+            hparams = module.key_hparams(hparams, self.device)
         if hparams.get("backbone_weights") not in (None, "imagenet"):
             hparams["backbone_weights"] = file_identity(hparams["backbone_weights"])
         return {"backend": self.backend, "hparams": hparams, "dilation_ratio": self.dilation_ratio}
@@ -366,6 +374,24 @@ def run_key(recipe: DataRecipe, spec: RunSpec, training: Training, fingerprints:
     return params_key(CACHE_KIND, _params(recipe, spec, training, fingerprints), _code_key(training.backend))
 
 
+def jobs_training(training: Training, executor=None) -> Training:
+    """``training`` as ``run_grid``'s jobs run it: its settings that depend on the device (the backend's
+    ``pin_hparams``: Mask R-CNN's precision "auto") resolved here, where the keys are looked up, so that a job on
+    another machine (a GPU node under a CPU login node) trains and stores the run under the key looked up here (the
+    key is unchanged). Warns when the jobs go to Slurm (``executor`` kind "slurm") and device "auto" resolves
+    differently here than on a GPU node; local jobs run on this machine, where "auto" means the same."""
+    pin = getattr(training.module(), "pin_hparams", None)
+    if pin is None:
+        return training
+    remote = getattr(executor, "kind", None) == "slurm"
+    if remote and training.device in (None, "auto") and training.key() != replace(training, device="cuda").key():
+        # the key changes with the device only where "auto" is not CUDA here
+        warnings.warn(f"device {training.device!r} is the CPU here: the jobs train the {training.backend} runs as "
+                      "keyed here, in fp32 (precision auto) even on GPU nodes; set device cuda (or precision bf16) "
+                      "to train them in bf16 there", stacklevel=3)
+    return replace(training, hparams=pin(dict(training.hparams), training.device))
+
+
 def _cached_run(task: tuple, cache_root: str) -> None:
     """What a job of ``run_grid`` does: train the run unless cached."""
     recipe, spec, training = task
@@ -386,7 +412,8 @@ def run_grid(recipe: DataRecipe, specs, training: Training, *, executor=None,
             def key(task):
                 return [run_key(*task)]
 
-            map_jobs(partial(_cached_run, cache_root=str(cache.root)), [(recipe, s, training) for s in todo],
+            pinned = jobs_training(training, executor)
+            map_jobs(partial(_cached_run, cache_root=str(cache.root)), [(recipe, s, pinned) for s in todo],
                      executor=executor, desc="Benchmark-N runs", folder=cache.root / CACHE_KIND / ".submitit",
                      units=key)
     results = []

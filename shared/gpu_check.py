@@ -605,6 +605,9 @@ CUDA_PATHS = {
                     _path_workload("text_encoder/t5-base/infer/b4/128/bf16/task=seq2seq")),
     "maskrcnn_train": ("torchvision Mask R-CNN R50-FPN training step (benchmark_n.maskrcnn's build)",
                        _path_workload("maskrcnn/maskrcnn_r50_fpn/train/b2/3x320x480/fp32")),
+    "maskrcnn_bf16_train": ("torchvision Mask R-CNN R50-FPN training step under bf16 autocast (benchmark_n's "
+                            "precision auto on CUDA)",
+                            _path_workload("maskrcnn/maskrcnn_r50_fpn/train/b2/3x320x480/bf16")),
     "maskrcnn_eval": ("torchvision Mask R-CNN R50-FPN inference with masks",
                       _path_workload("maskrcnn/maskrcnn_r50_fpn/infer/b2/3x320x480/fp32")),
 }

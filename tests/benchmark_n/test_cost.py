@@ -76,6 +76,37 @@ def test_mask_rcnn_steps_follow_the_1x_schedule():
     assert losses.steps == math.ceil(COCO_TRAIN / 2)  # the epoch cut short by max_iters still logs its losses
 
 
+def test_mask_rcnn_workloads_and_keys_follow_the_device_parameter(monkeypatch):
+    from shared.workloads import Workload
+
+    monkeypatch.setattr(maskrcnn.torch.cuda, "is_available", lambda: False)  # "auto" plans for this CPU machine
+    cfg = notebook_settings("benchmark_n", "03_train_eval", "full")
+
+    def plan(device=None, hparams=None):
+        settings = {"hparams": {**cfg.hparams, **hparams}} if hparams else None
+        params = {"data_dir": "/data", **({"device": device} if device else {})}
+        return cost.plan("03_train_eval", notebook_settings("benchmark_n", "03_train_eval", "full", settings), params)
+
+    def precisions(planned_runs):
+        return {w.workload.precision for r in planned_runs for w in r.work if w.workload is not None}
+
+    cuda, cpu, auto = plan("cuda"), plan("cpu"), plan()
+    assert precisions(cuda) == {"bf16"} and precisions(cpu) == precisions(auto) == {"fp32"}
+    train = next(w.workload for w in cuda[0].work if w.workload is not None and w.workload.phase == "train")
+    assert isinstance(train, Workload)
+    assert train.key == "maskrcnn/maskrcnn_r50_fpn/train/b16/3x800x1333/bf16"  # 80 classes: the default
+    # bf16 runs are other runs (other keys); an fp32 run is the same wherever it is planned
+    assert not {r.identity for r in cuda} & {r.identity for r in cpu}
+    fp32_on_cuda = plan("cuda", {"precision": "fp32"})
+    assert [r.identity for r in cpu] == [r.identity for r in auto] == [r.identity for r in fp32_on_cuda]
+    assert precisions(fp32_on_cuda) == {"fp32"}
+    assert precisions(plan("cpu", {"precision": "bf16"})) == {"bf16"}
+    monkeypatch.setattr(maskrcnn.torch.cuda, "is_available", lambda: True)  # "auto" on a machine with a GPU
+    assert [r.identity for r in plan()] == [r.identity for r in cuda] and precisions(plan()) == {"bf16"}
+    with pytest.raises(ConfigError, match="never fp16"):  # bf16 needs no GradScaler; fp16 would, and is not used
+        cost.workload("maskrcnn", "maskrcnn_r50_fpn", "train", 16, (3, 800, 1333), "fp16")
+
+
 class _Images:
     def __init__(self, sizes):
         self.entries = [{"width": w, "height": h} for w, h in sizes]

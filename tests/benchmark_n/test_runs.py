@@ -1,4 +1,7 @@
 """Model-level runs (``benchmark_n.runs``) and their tables and claims (``benchmark_n.model_results``)."""
+import warnings
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -128,6 +131,52 @@ def test_run_grid_on_an_executor_gives_the_same_run(tmp_path):
     here = run_grid(TINY, [spec], training, cache=ArtifactCache(tmp_path / "a"))[0]
     jobs = run_grid(TINY, [spec], training, cache=ArtifactCache(tmp_path / "b"), executor={"kind": "local", "jobs": 1})[0]
     assert jobs.scores == here.scores and jobs.detections == here.detections
+
+
+def test_mask_rcnn_precision_keys_bf16_runs_apart_and_leaves_fp32_keys_as_they_were(monkeypatch):
+    from benchmark_n import maskrcnn
+    from shared.cache import params_key
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    before = {k: v for k, v in maskrcnn.DEFAULTS.items() if k != "precision"}  # the hparams before the setting
+    cpu = Training("torchvision", {}, "cpu")
+    assert cpu.key() == {"backend": "torchvision", "hparams": before, "dilation_ratio": 0.02}
+    # the default Mask R-CNN training's key as it was before precision existed (every CPU run's cache stays valid)
+    assert params_key(runs_module.CACHE_KIND, cpu.key()) == "b453cc4117547dde"
+    fp32 = [Training("torchvision", hp, device) for hp, device in
+            (({}, "auto"), ({"precision": "auto"}, "cpu"), ({"precision": "fp32"}, "cpu"),
+             ({"precision": "fp32"}, "cuda"))]
+    assert all(t.key() == cpu.key() for t in fp32)
+    bf16 = [Training("torchvision", hp, device) for hp, device in
+            (({}, "cuda"), ({"precision": "bf16"}, "cpu"), ({"precision": "auto"}, "cuda:0"))]
+    assert all(t.key() == {**cpu.key(), "hparams": {**before, "precision": "bf16"}} for t in bf16)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert Training("torchvision", {}, "auto").key() == bf16[0].key()  # "auto" on a machine with CUDA
+    spec = RunSpec(TrainNoise(), 0)
+    recipe = DataRecipe("coco2017", dataset_dir="coco", data_dir="/data")
+    names = runs_module.data_names(recipe)  # the planner's stand-ins: no data needed
+    assert runs_module.run_key(recipe, spec, cpu, names) != runs_module.run_key(recipe, spec, bf16[0], names)
+    assert runs_module.run_key(recipe, spec, cpu, names) == runs_module.run_key(recipe, spec, fp32[3], names)
+
+
+def test_executor_jobs_train_the_precision_keyed_where_they_are_submitted(monkeypatch):
+    """A CPU login node keys device "auto" as fp32; its jobs on GPU nodes must train and store that run, not bf16."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    tiny = Training("tiny", {"epochs": 1})
+    slurm = SimpleNamespace(kind="slurm")
+    assert runs_module.jobs_training(tiny, slurm) is tiny
+    with pytest.warns(UserWarning, match="device cuda"):
+        auto = runs_module.jobs_training(Training("torchvision", {}, "auto"), slurm)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # local jobs run here, where "auto" resolves as it does in the key
+        assert runs_module.jobs_training(Training("torchvision", {}, "auto"), SimpleNamespace(kind="local")) == auto
+    assert auto.hparams == {"precision": "fp32"} and auto.key() == Training("torchvision", {}, "auto").key()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # what the job's machine would resolve
+    assert auto.key() == Training("torchvision", {}, "cpu").key()  # still the submitter's key
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning: the device is named
+        cuda = runs_module.jobs_training(Training("torchvision", {}, "cuda"), slurm)
+    assert cuda.hparams == {"precision": "bf16"} and cuda.key() == Training("torchvision", {}, "cuda").key()
 
 
 def test_unknown_backend_or_hyperparameter_is_refused():
