@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ciln.benchmark import load_benchmarks, split_rows
+from shared.errors import ConfigError
 from shared.pages import NotebookPage
 from shared.tables import show_table
 
@@ -34,10 +35,18 @@ class Page(NotebookPage):
 
     paper = "ciln"
     benchmark_names: tuple[str, ...] | None = None
+    #: the severities the page's figures are drawn at (their rows or curves): the ``severities`` setting must hold them
+    needs_severities: tuple[int, ...] = ()
 
     def __init__(self, profile: str = "smoke", *, data_dir=None, device="auto", settings=None, out_dir=None):
         super().__init__(profile, settings=settings, out_dir=out_dir)
         self.data_dir, self.device = data_dir, device
+        missing = [s for s in self.needs_severities if s not in self.cfg.severities]
+        if missing:
+            raise ConfigError(
+                f"{self.notebook} draws the paper's figures at severities {list(self.needs_severities)}, but the "
+                f"severities setting is {list(self.cfg.severities)} (without {missing}); add them, e.g. "
+                f"-p settings '{{severities: {sorted(set(self.cfg.severities) | set(self.needs_severities))}}}'")
 
     def load_benchmarks(self, names=None, split: str = "nlt") -> dict:
         return load_benchmarks(self.cfg, names, split=split, data_dir=self.data_dir, device=self.device)

@@ -136,6 +136,7 @@ class Examples(Page):
     """02: Figure 1 drawn from this run's benchmarks, and the corruption operators."""
 
     notebook = "02_examples"
+    needs_severities = SEVERITIES
 
     @property
     def benchmark_names(self) -> list[str]:

@@ -150,6 +150,7 @@ class LabelDistributions(Page):
     """03: Figs. 2 and 3 on the benchmarks 01_benchmark generated (read from the cache)."""
 
     notebook = "03_label_distributions"
+    needs_severities = (1, 5)  # Figs. 2 and 3 compare level 1 and level 5 with the clean shares
     IMAGE_DATASETS = ("CIFAR10", "MNIST")
 
     @property

@@ -81,6 +81,7 @@ class SortedProfiles(Page):
     """04: Figure 4 on this run's benchmarks."""
 
     notebook = "04_sorted_profiles"
+    needs_severities = (1, 5)  # Figure 4's curves (LEVELS)
 
     @property
     def benchmark_names(self) -> list[str]:

@@ -1,5 +1,6 @@
 """ciln/pages/__init__.py: what the pages share — the benchmarks a page reads, Figures 5 and 6 as a table, the
 agreement of compared numbers and the severity key of Tables II and III."""
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -75,3 +76,19 @@ def test_a_page_reads_the_benchmarks_its_settings_name(tmp_path, monkeypatch):
     cifar = Cifar("smoke", out_dir=tmp_path)
     assert cifar.bench.dataset == "cifar10-stand-in" and cifar.test_bench.dataset == "cifar10-stand-in"
     assert calls == [(None, "nlt", "d", "cpu"), (["CIFAR10"], "nlt", None, "auto"), (["CIFAR10"], "test", None, "auto")]
+
+
+@pytest.mark.parametrize("page, missing", [("examples:Examples", "[3]"), ("label_distributions:LabelDistributions", "[1]"),
+                                           ("sorted_profiles:SortedProfiles", "[1]")])
+def test_a_page_drawn_at_severities_the_setting_lacks_names_them_before_any_work(page, missing, tmp_path):
+    """A figure's rows are the paper's severities: leaving one out is a ConfigError naming it and the fix, raised
+    when the page is made (not a KeyError deep in a figure after the benchmarks were built)."""
+    import importlib
+
+    from shared.errors import ConfigError
+
+    module, name = page.split(":")
+    cls = getattr(importlib.import_module(f"ciln.pages.{module}"), name)
+    with pytest.raises(ConfigError, match=rf"without {re.escape(missing)}.*severities: \["):
+        cls("smoke", settings={"severities": [3, 5] if missing == "[1]" else [1, 5]}, out_dir=tmp_path)
+    assert cls("smoke", settings={"severities": [1, 3, 5]}, out_dir=tmp_path).cfg.severities == [1, 3, 5]
