@@ -35,16 +35,18 @@ used: CILN-C keeps 17,469 of 22,500 NLT rows (Sec. 3.5), PL-IDN's release labels
 labelled set is taken to be the rows its label noise leaves (1 - the paper's noise rate of the setting).
 
 **Steps** follow the code: optimizer steps are ``epochs * ceil(rows / batch)`` (``train_epoch`` keeps the last
-batch; Co-Teaching and DivideMix's MixMatch drop it), every prediction pass is ``ceil(rows / batch)`` batches at
-its own batch size (``predict_logits``: 512; DeiT: ``infer_batch``; CLIP: 256; the RTDL networks: 4,096), and
-mixed precision (fp16) applies where the code uses ``amp_scaler`` on CUDA: the torch voters, DeiT's fine-tuning, the
-downstream learners' training (ERM, Co-Teaching, DivideMix; none with ``train: {amp: false}``, ``TrainSetup.amp``)
-and the two-network learners' inference (``Method.mixed_precision``: accuracy, the logged and DivideMix's per-sample
-losses); ERM's and the voters' inference run in fp32. ``device: auto`` is taken as CUDA in the full profile
-(where it is priced on a GPU) and as the CPU otherwise. Steps of networks ``shared.workloads`` has no family or
-architecture for (the Adult pool's FT-Transformer and TabPFN v1) are planned as ``ProposedWorkload`` s: counted,
-with their key, but not priced until the family exists; scikit-learn, XGBoost and CatBoost fits, the corruptions
-and the references' simulated raters are work without a torch step (counted, not priced).
+batch; Co-Teaching and DivideMix's MixMatch drop it), every prediction pass is ``ceil(rows / batch)`` batches at its
+own batch size (``predict_logits``: 512; DeiT: ``infer_batch``; CLIP: 256; the RTDL networks: 4,096), priced by the
+rows it holds (``shared.cost.Work.rows``: a split of 140 rows is 140/512 of a full batch; TabPFN's chunks, which
+carry a fixed training context, as full ones), and mixed precision (fp16) applies where the code uses ``amp_scaler``
+on CUDA: the torch voters, DeiT's fine-tuning, the downstream learners' training (ERM, Co-Teaching, DivideMix; none
+with ``train: {amp: false}``, ``TrainSetup.amp``) and the two-network learners' inference
+(``Method.mixed_precision``: accuracy, the logged and DivideMix's per-sample losses); ERM's and the voters'
+inference run in fp32. ``device: auto`` is taken as CUDA in the full profile (where it is priced on a GPU) and as
+the CPU otherwise. Steps of networks ``shared.workloads`` has no family or architecture for (the Adult pool's
+FT-Transformer and TabPFN v1) are planned as ``ProposedWorkload`` s: counted, with their key, but not priced until
+the family exists; scikit-learn, XGBoost and CatBoost fits, the corruptions and the references' simulated raters are
+work without a torch step (counted, not priced).
 """
 from __future__ import annotations
 
@@ -56,7 +58,7 @@ from functools import cache
 from typing import Any
 
 from shared.cache import params_key
-from shared.cost import PlannedRun, Work
+from shared.cost import PlannedRun, Work, batched
 from shared.errors import ConfigError, DataNotFoundError, unknown_choice
 from shared.workloads import ProposedWorkload, planned_workload
 
@@ -314,7 +316,7 @@ def _voter_plan(ctx: Context, data: Data, spec, recipe: dict) -> VoterPlan:
     if name == "clip_vit_b32":  # zero-shot: nothing trained or cached; images resized on the device
         size, batch = recipe["image_size"], recipe["infer_batch"]
         infer = workload("vit_infer", "clip_vit_b32", "infer", batch, (3, size, size), source=data.image[0])
-        return VoterPlan(name, None, lambda n: (Work(infer, _batches(n, batch), n, what="CLIP ViT-B/32 zero-shot"),))
+        return VoterPlan(name, None, lambda n: (batched(infer, n, what="CLIP ViT-B/32 zero-shot"),))
     return _tabular_voter(ctx, data, name, recipe, label)
 
 
@@ -340,9 +342,9 @@ def _torch_voter(ctx: Context, data: Data, name: str, recipe: dict, label: str) 
                          **width)
         infer = workload("cifar_resnet", arch, "infer", eval_batch, data.shape, num_classes=K, **width)
     work = (Work(train, epochs * _batches(n_clt, batch), epochs * n_clt, what=f"{epochs} epochs on CLT"),
-            Work(infer, epochs * _batches(n_clv, eval_batch), epochs * n_clv, what="CLV accuracy after every epoch"))
+            batched(infer, n_clv, times=epochs, what="CLV accuracy after every epoch"))
     return VoterPlan(name, _voter_run(ctx, data, name, recipe, label, work),
-                     lambda n: (Work(infer, _batches(n, eval_batch), n, what=f"{name} predict_proba"),))
+                     lambda n: (batched(infer, n, what=f"{name} predict_proba"),))
 
 
 def _deit_voter(ctx: Context, data: Data, recipe: dict, label: str) -> VoterPlan:
@@ -360,9 +362,9 @@ def _deit_voter(ctx: Context, data: Data, recipe: dict, label: str) -> VoterPlan
     recipe = dict(recipe, weights=f"{recipe['weights']}@{ctx.data_dir}" if recipe["weights"] == "default"
                   else str(recipe["weights"]))
     work = (Work(train, epochs * steps, epochs * n_clt, what=f"fine-tuning, {epochs} epochs on CLT at {size} px"),
-            Work(infer, epochs * _batches(n_clv, infer_batch), epochs * n_clv, what="CLV accuracy after every epoch"))
+            batched(infer, n_clv, times=epochs, what="CLV accuracy after every epoch"))
     return VoterPlan("deit3_small", _voter_run(ctx, data, "deit3_small", recipe, label, work),
-                     lambda n: (Work(infer, _batches(n, infer_batch), n, what=f"DeiT3-Small at {size} px"),))
+                     lambda n: (batched(infer, n, what=f"DeiT3-Small at {size} px"),))
 
 
 def _tabular_voter(ctx: Context, data: Data, name: str, recipe: dict, label: str) -> VoterPlan:
@@ -377,6 +379,8 @@ def _tabular_voter(ctx: Context, data: Data, name: str, recipe: dict, label: str
         return VoterPlan(name, _voter_run(ctx, data, name, recipe, label, work),
                          lambda n: (Work(None, 0, n, what=f"{name} predict_proba"),))
     if name == "tabpfn":  # no training; each member scores the rows in chunks of predict_batch
+        # full steps (no Work.rows): every chunk also carries the member's 1,000-row training context, whose cost
+        # does not shrink with the chunk's rows
         chunk, members = recipe["predict_batch"], recipe["members"]
         step = workload("tabpfn", "tabpfn_v1", "infer", chunk, (recipe["max_features"],),
                         train_rows=recipe["subsample"], ensemble=recipe["n_ensemble_configurations"])
@@ -398,9 +402,9 @@ def _tabular_voter(ctx: Context, data: Data, name: str, recipe: dict, label: str
         infer = workload("rtdl", "ft_transformer", "infer", eval_batch, data.shape, n_blocks=recipe["n_blocks"],
                          num_classes=K)
     work = (Work(train, epochs * _batches(n_clt, batch), epochs * n_clt, what=f"at most {epochs} epochs on CLT"),
-            Work(infer, epochs * _batches(n_clv, eval_batch), epochs * n_clv, what="CLV accuracy after every epoch"))
+            batched(infer, n_clv, times=epochs, what="CLV accuracy after every epoch"))
     return VoterPlan(name, _voter_run(ctx, data, name, recipe, label, work),
-                     lambda n: (Work(infer, _batches(n, eval_batch), n, what=f"{name} predict_proba"),))
+                     lambda n: (batched(infer, n, what=f"{name} predict_proba"),))
 
 
 # ------------------------------------------------------------------------------------------ benchmarks
@@ -619,11 +623,11 @@ def _learner_work(ctx: Context, data: Data, scenario: PlannedScenario, method: s
 
     infer = workload("cifar_resnet", arch, "infer", eval_batch, data.shape, "fp32" if method == "erm" else amp, **width)
     nets = 1 if method == "erm" else 2
-    evaluated = data.test + (scenario.val_rows or 0)
-    work = [Work(infer, epochs * nets * (_batches(data.test, eval_batch) + _batches(scenario.val_rows or 0, eval_batch)),
-                 epochs * nets * evaluated, what="accuracy on the test split and the NLV rows after every epoch"),
-            Work(infer, sum(_batches(n, eval_batch) for e in train.get("log_losses_at", ()) if e < epochs),
-                 n * sum(1 for e in train.get("log_losses_at", ()) if e < epochs), what="per-sample losses logged")]
+    logged = sum(1 for e in train.get("log_losses_at", ()) if e < epochs)
+    # inference walks each split in batches of at most eval_batch: priced by its rows (Work.rows)
+    work = [batched(infer, (data.test, scenario.val_rows or 0), times=epochs * nets,
+                    what="accuracy on the test split and the NLV rows after every epoch"),
+            batched(infer, n, times=logged, what="per-sample losses logged")]
     if method == "erm":  # shared.training.train_epoch: the last batch kept, fp16 AMP on CUDA
         work.insert(0, Work(step(), epochs * _batches(n, B), epochs * n, what="ERM"))
     elif method == "coteaching":  # two networks, one step each per batch; the last, smaller batch dropped; AMP on CUDA
@@ -631,11 +635,11 @@ def _learner_work(ctx: Context, data: Data, scenario: PlannedScenario, method: s
             _batches(n, B)
         work.insert(0, Work(step(), 2 * epochs * per_epoch, 2 * epochs * n, what="Co-Teaching, two networks"))
     else:
-        work[:0] = _dividemix_work(scenario, hp, epochs, B, n, step, infer, eval_batch, augment != "none")
+        work[:0] = _dividemix_work(scenario, hp, epochs, B, n, step, infer, augment != "none")
     return tuple(w for w in work if w.steps or w.examples)
 
 
-def _dividemix_work(scenario, hp, epochs, B, n, step, infer, eval_batch, augmented: bool) -> list[Work]:
+def _dividemix_work(scenario, hp, epochs, B, n, step, infer, augmented: bool) -> list[Work]:
     """``DivideMix``: ``warmup`` cross-entropy epochs of both networks; then per epoch both networks' per-sample
     losses (the division) and, for each network, a MixMatch pass over its labelled rows (``labelled // B`` steps,
     each on B labelled + B unlabelled rows x ``k`` views, with 3k no-grad passes of B rows for the guesses; k = 2
@@ -649,8 +653,7 @@ def _dividemix_work(scenario, hp, epochs, B, n, step, infer, eval_batch, augment
     labelled = round(n * (1 - scenario.noise))
     k = 2 if variant == "official" and augmented else 1
     out = [Work(step(), 2 * warmup * _batches(n, B), 2 * warmup * n, what=f"DivideMix warm-up, {warmup} epochs"),
-           Work(infer, 2 * mix_epochs * _batches(n, eval_batch), 2 * mix_epochs * n,
-                what="per-sample losses of both networks (the division)")]
+           batched(infer, n, times=2 * mix_epochs, what="per-sample losses of both networks (the division)")]
     if labelled >= B and n - labelled >= B:
         steps = labelled // B
         out.append(Work(step(views=2 * k, nograd=3 * k), 2 * mix_epochs * steps, 2 * mix_epochs * steps * 2 * B,

@@ -55,7 +55,7 @@ from functools import lru_cache, partial
 
 import numpy as np
 
-from shared.cost import PlannedRun, Work
+from shared.cost import PlannedRun, Work, batched
 from shared.errors import (
     ConfigError,
     DataFormatError,
@@ -370,7 +370,7 @@ def embedding_run(data: Data, model: str) -> PlannedRun:
     arch = text_arch(model)
     work = Work(_workload("text_encoder", arch, "infer", batch, (_minilm_max_length(model),), "fp32",
                           {"task": "embed", **_encoder_sizes(model, arch)}),
-                steps, n, what=f"frozen {model} embeddings of {data.name}")
+                steps, n, what=f"frozen {model} embeddings of {data.name}", rows=n)
     return PlannedRun(encoders.CACHE_KIND, _hash(encoders.CACHE_KIND, model, data.texts_key),
                       f"{model} embeddings of {data.name} ({n:,} distinct texts)", (work,))
 
@@ -391,8 +391,8 @@ def head_run(data: Data, labels: Labels, features: tuple, config, rows: str, n_e
         work = (Work(_workload("tabular_mlp", "mlp", "train", config.batch_size, (width,), "fp32", mlp),
                      config.epochs * math.ceil(n_fit / config.batch_size), config.epochs * n_fit,
                      what="MLP head (Adam) on frozen features, CPU"),
-                Work(_workload("tabular_mlp", "mlp", "infer", MLP_EVAL_BATCH, (width,), "fp32", mlp),
-                     math.ceil(n_eval / MLP_EVAL_BATCH), n_eval, what="MLP head scoring"))
+                batched(_workload("tabular_mlp", "mlp", "infer", MLP_EVAL_BATCH, (width,), "fp32", mlp), n_eval,
+                        what="MLP head scoring"))
     identity = _hash(HOLDOUT, data.key, list(features), labels.key, rows, data.num_classes, config.params())
     return PlannedRun(HOLDOUT, identity, label, work)
 
@@ -412,8 +412,8 @@ def finetune_run(data: Data, labels: Labels, model: str, config, label: str, dat
     work = (Work(_workload("text_encoder", arch, "train", config.batch_size, shape, precision, options),
                  config.epochs * math.ceil(n_train / config.batch_size), config.epochs * n_train,
                  what=f"fine-tuning ({data.task} classification)"),
-            Work(_workload("text_encoder", arch, "infer", EVAL_BATCH, shape, precision, options),
-                 math.ceil(n_eval / EVAL_BATCH), n_eval, what="scoring val + test"))
+            batched(_workload("text_encoder", arch, "infer", EVAL_BATCH, shape, precision, options), n_eval,
+                    what="scoring val + test"))
     return PlannedRun(CACHE_KIND, finetune_identity(data, labels, model, config, data_dir), label, work)
 
 

@@ -69,7 +69,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from shared.cost import PlannedRun, Work
+from shared.cost import PlannedRun, Work, batched
 from shared.errors import ConfigError, DataNotFoundError, unknown_choice
 from shared.workloads import ProposedWorkload, planned_workload
 
@@ -287,7 +287,7 @@ def embedding_run(texts_key: str, n: int, label: str) -> PlannedRun:
     chunk = encoders._ENCODE_CHUNK
     steps = (n // chunk) * math.ceil(chunk / ENCODE_BATCH) + math.ceil((n % chunk) / ENCODE_BATCH)
     work = Work(workload("text_encoder", "all-minilm-l6-v2", "infer", ENCODE_BATCH, (_minilm_max_length(),), "fp32",
-                         {"task": "embed"}), steps, n, what="frozen all-MiniLM-L6-v2 sentence embeddings")
+                         {"task": "embed"}), steps, n, what="frozen all-MiniLM-L6-v2 sentence embeddings", rows=n)
     return PlannedRun(encoders.CACHE_KIND, _hash(encoders.CACHE_KIND, texts_key), f"{label} ({n:,} texts)", (work,))
 
 
@@ -324,28 +324,27 @@ def run_work(features: Features, spec, training, bench: BenchSizes, gpu: bool) -
     if name == "coteaching" and kwargs.get("drop_last", True) and n >= B:
         batches = n // B
     passes = 2 if name in TWO_PASS_METHODS else 1
-    generative = spec.generative(training)
     train, infer, scoring = _workloads(features, spec, training, bench, gpu)
-    eval_batch = _generative_batch() if generative else EVAL_BATCH
     eval_rows = [bench.n_val, bench.n_test, *(c for _, c in bench.test_sources if c)]
     evaluations = total + ({"ncm": 1, "crt": kwargs.get("retrain_epochs", 0), "lws": kwargs.get("retrain_epochs", 0)}
                            .get(name, 0))
     eval_passes = 2 if name == "bbn" else 1  # BBN's inference feeds the input through both branches
     what = TWO_PASS_METHODS.get(name, "one network")
+    # the no-grad passes walk a split in batches of at most their workload's batch (512, a generative T5's 100):
+    # priced by the rows they hold (Work.rows)
     work = [Work(train, passes * total * batches, passes * total * n,
                  what=f"{spec.method} training, {total} epochs x {batches} batches of {B} ({what})"),
-            Work(infer, eval_passes * evaluations * sum(math.ceil(r / eval_batch) for r in eval_rows),
-                 eval_passes * evaluations * sum(eval_rows),
-                 what=f"evaluation after every epoch ({evaluations}): val, test and each source's test events")]
+            batched(infer, eval_rows, times=eval_passes * evaluations,
+                    what=f"evaluation after every epoch ({evaluations}): val, test and each source's test events")]
     if training.loss_epoch - 1 < total:  # TrainSetup.log_losses_at: per-sample losses of the training set
-        work.append(Work(scoring, eval_passes * math.ceil(n / eval_batch), eval_passes * n,
-                         what=f"per-sample training losses after epoch {training.loss_epoch}"))
+        work.append(batched(scoring, n, times=eval_passes,
+                            what=f"per-sample training losses after epoch {training.loss_epoch}"))
     if name == "cnlcu":  # per batch and network: the loss history's KNN outliers and bounds, in numpy
         work.append(Work(None, 0, 2 * total * n, what="CNLCU's per-sample selection criteria on the CPU"))
     if name == "seal":  # the softmax of the whole training set after every epoch (the next round's soft labels)
-        work.append(Work(infer, total * math.ceil(n / EVAL_BATCH), total * n, what="SEAL's training-set softmax"))
+        work.append(batched(infer, n, times=total, what="SEAL's training-set softmax"))
     if name in DECOUPLED:
-        work.append(Work(infer, math.ceil(n / EVAL_BATCH), n, what="stage 2: the frozen network over the training set"))
+        work.append(batched(infer, n, what="stage 2: the frozen network over the training set"))
         if name != "ncm":
             draws = bench.classes_present * bench.largest_class  # ClassAwareSampler: K x max_c N_c rows per epoch
             retrain = kwargs.get("retrain_epochs", 5)

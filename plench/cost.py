@@ -61,7 +61,7 @@ from plench.algorithms import ALGORITHMS, make_algorithm
 from plench.data import PLLDataset, load_pll_dataset, plench_split, pll_dataset_spec
 from plench.hparams import hparam_for, hparams_for
 from shared import sweep as runs
-from shared.cost import PlannedRun, Work
+from shared.cost import PlannedRun, Work, batched
 from shared.errors import ConfigError, DataNotFoundError, unknown_choice
 
 RUN = protocol.RUN_KIND
@@ -386,10 +386,10 @@ def run_work(size: DataSize, args: dict, *, stacked: bool = False, evaluate: boo
                              examples, views, what=what))
     if evaluate:
         n = checkpoints(steps, int(args["checkpoint_freq"]))
-        batches = math.ceil(n_val / eval_batch_size) + math.ceil(n_test / eval_batch_size)
-        work.append(Work(workload(size, arch, "infer", eval_batch_size, precision=precision), n * batches,
-                         n * (n_val + n_test),
-                         what=f"{n} checkpoints: OA, CR, AA on {n_val} validation rows, accuracy on {n_test} test rows"))
+        # each checkpoint walks both splits in batches of at most eval_batch_size: priced by its rows (Work.rows)
+        work.append(batched(workload(size, arch, "infer", eval_batch_size, precision=precision), (n_val, n_test),
+                            times=n, what=f"{n} checkpoints: OA, CR, AA on {n_val} validation rows, accuracy on "
+                                          f"{n_test} test rows"))
     return work
 
 
@@ -428,10 +428,16 @@ def merge(work: list[Work]) -> list[Work]:
         key = (None if w.workload is None else w.workload.key, w.views, w.what)
         if key in merged:
             m = merged[key]
-            merged[key] = Work(m.workload, m.steps + w.steps, m.examples + w.examples, m.views, None, m.what)
+            rows = None if m.rows is None and w.rows is None else _rows(m) + _rows(w)
+            merged[key] = Work(m.workload, m.steps + w.steps, m.examples + w.examples, m.views, None, m.what, rows)
         else:
             merged[key] = w
     return list(merged.values())
+
+
+def _rows(w: Work) -> int:
+    """The rows ``w``'s steps process: its ``rows``, or full batches where it has none."""
+    return w.steps * w.workload.batch if w.rows is None else w.rows
 
 
 @cache

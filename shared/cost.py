@@ -11,10 +11,12 @@ run-spec functions the notebook's page calls, so the plan and the notebook canno
 same ``kind``; the tests compare the planned and the recorded counts on the smoke and rehearsal profiles.
 
 **A run is priced from its steps.** ``Work`` is one kind of step repeated: a ``shared.workloads.Workload`` (model,
-phase, batch, input shape, precision) and how many steps of it the run takes. FLOPs per step are counted by
-``shared.workloads`` on the real architecture (``torch.utils.flop_counter``); seconds per step come from the
-device's calibration file (``shared/calibration/<device>.yaml``, written by ``python -m shared.gpu_check`` on that
-machine). A step measured there is *calibrated*; a workload the file lacks is *estimated* from its FLOPs at the
+phase, batch, input shape, precision) and how many steps of it the run takes. Every step is a full batch unless the
+work says how many rows its steps process in all (``Work.rows``: inference over a split in batches of at most the
+workload's batch, whose last batch is partial); then it costs as ``rows / batch`` full steps. FLOPs per step are
+counted by ``shared.workloads`` on the real architecture (``torch.utils.flop_counter``); seconds per step come from
+the device's calibration file (``shared/calibration/<device>.yaml``, written by ``python -m shared.gpu_check`` on
+that machine). A step measured there is *calibrated*; a workload the file lacks is *estimated* from its FLOPs at the
 device's stated peak times ``--utilization`` and labelled so; work without a torch step (scikit-learn fits,
 corruption generation, COCO evaluation) has no FLOPs and is counted, not priced, unless its planner gives its
 seconds on the reference machine (``cpu_s``).
@@ -64,7 +66,17 @@ PEAK_TFLOPS = {
 class Work:
     """``steps`` steps of ``workload`` (a ``shared.workloads.Workload``; None: CPU work without a torch step),
     processing ``examples`` examples with ``views`` augmented views each (views are built on the CPU unless the
-    notebook builds them on the device)."""
+    notebook builds them on the device).
+
+    ``rows``: the rows these steps process in all where their batches are partial, as inference over a split is
+    (``ceil(rows / batch)`` batches per pass, the last one short; a split smaller than the batch is one short
+    batch); None: every step is a full batch of the workload's ``batch``. Such work is priced (seconds and FLOPs)
+    as ``rows / batch`` full steps (``full_steps``): a step's compute scales with the rows in its batch, so 140
+    rows in batches of 512 cost 140/512 of a full step, not one. That leaves out the fixed per-step overhead
+    (Python, kernel launches, the host-device copy), so it slightly underprices tiny batches. It is never
+    inferred from ``examples``, which planners count differently (an example per training row of a step with
+    several passes, or per row of a no-grad pass priced as its own steps): a planner sets it where it knows its
+    steps walk a split in batches of at most ``batch`` (``batched``)."""
 
     workload: object | None
     steps: int
@@ -72,6 +84,32 @@ class Work:
     views: int = 1
     cpu_s: float | None = None  # seconds on the reference CPU, for work without a workload (None: not priced)
     what: str = ""
+    rows: int | None = None
+
+    def __post_init__(self):
+        if self.rows is None:
+            return
+        if self.workload is None:
+            raise ValueError(f"work {self.what!r}: rows={self.rows} needs a workload (its batch) to be priced by")
+        if not self.steps <= self.rows <= self.steps * self.workload.batch:
+            raise ValueError(f"work {self.what!r}: {self.rows} rows cannot fill {self.steps} step(s) of batch "
+                             f"{self.workload.batch} (each step holds 1 to {self.workload.batch} rows)")
+
+    @property
+    def full_steps(self) -> float:
+        """The steps this work costs as full batches: ``steps``, or ``rows / batch`` where ``rows`` is given."""
+        return self.steps if self.rows is None else self.rows / self.workload.batch
+
+
+def batched(workload, splits: int | Iterable[int], *, times: int = 1, views: int = 1, what: str = "") -> Work:
+    """``times`` passes of ``workload`` over each split of ``splits`` rows (one int or several) in batches of at most
+    ``workload.batch`` (``ceil(rows / batch)`` per split), the last batch of each split partial: ``Work.rows``."""
+    sizes = [splits] if isinstance(splits, int) else list(splits)
+    if any(n < 0 for n in sizes):
+        raise ValueError(f"split sizes must be >= 0, got {sizes}")
+    steps = times * sum(math.ceil(n / workload.batch) for n in sizes)
+    rows = times * sum(sizes)
+    return Work(workload, steps, rows, views, what=what, rows=rows)
 
 
 @dataclass(frozen=True)
@@ -213,16 +251,17 @@ def price(plans: dict[str, list[PlannedRun]], calibration: Calibration, *,
                         p.seconds += w.cpu_s
                     continue
                 p.steps += w.steps
+                full = w.full_steps  # a partial batch costs its share of a full one (Work.rows)
                 flops = workload_flops(w.workload)
                 if flops is not None:
-                    p.flops += flops * w.steps
+                    p.flops += flops * full
                 step_s, how = calibration.step_seconds(w.workload, utilization)
                 if step_s is None:
                     p.unpriced += 1
                     continue
-                p.seconds += step_s * w.steps
+                p.seconds += step_s * full
                 if how == "estimated":
-                    p.estimated_s += step_s * w.steps
+                    p.estimated_s += step_s * full
             p.seconds_by_kind[run.kind] = p.seconds_by_kind.get(run.kind, 0.0) + p.seconds - before
         out[key] = p
     return out

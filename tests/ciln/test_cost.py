@@ -108,14 +108,19 @@ def test_downstream_steps_follow_the_learners_loops():
     assert erm.work[0].steps == E * math.ceil(n / B) and erm.work[0].workload.key.startswith(
         "cifar_resnet/tiny_cnn/train/b32/3x32x32/fp32")
     assert erm.work[1].steps == E * (math.ceil(1000 / 512) + math.ceil(200 / 512))  # one network
+    # the test and NLV rows fill 3 batches of 512 per epoch but are priced by their rows (shared.cost.Work.rows)
+    assert erm.work[1].rows == E * 1200 and erm.work[1].full_steps == pytest.approx(E * 1200 / 512)
+    assert erm.work[0].rows is None  # training steps are full batches
     cot = runs["coteaching on CILN-S frost (1) clean-img, seed 0"]
     assert cot.work[0].steps == 2 * E * (n // B)  # two networks, the last batch dropped
-    assert cot.work[1].steps == 2 * E * (2 + 1)
+    assert cot.work[1].steps == 2 * E * (2 + 1) and cot.work[1].rows == 2 * E * 1200
     dm = runs["dividemix (official) on CILN-S contrast (5) noisy-img, seed 0"]
     warmup, mixmatch = dm.work[0], dm.work[2]
     assert warmup.steps == 2 * 3 * math.ceil(n / B)  # dividemix: {warmup: 3}
     labelled = round(n * (1 - 0.473))  # the paper's noise rate of contrast (5)
     assert mixmatch.steps == 2 * (E - 3) * (labelled // B)
+    division = dm.work[1]  # both networks' per-sample losses over the NLT rows, every MixMatch epoch
+    assert (division.steps, division.rows) == (2 * (E - 3) * math.ceil(n / 512), 2 * (E - 3) * n)
 
 
 def test_downstream_learners_train_in_fp16_on_cuda_and_fp32_on_the_cpu():
@@ -152,9 +157,11 @@ def test_voter_and_votes_steps_at_full_scale():
     assert deit.work[0].steps == 20 * (22_500 // 128 + 1) and deit.work[0].workload.key.startswith(
         "vit_train/deit3_small/train/b128/3x224x224/fp16")
     assert deit.work[1].steps == 20 * math.ceil(2_500 / 64)
+    assert deit.work[0].rows is None and deit.work[1].rows == 20 * 2_500  # CLV inference priced by its rows
     votes = by_label(runs, "ciln-votes")["CIFAR10 nlt votes, contrast (5)"]
     by_arch = {w.workload.arch: w for w in votes.work if w.workload is not None}
     assert by_arch["deit3_small"].steps == math.ceil(22_500 / 64) and by_arch["deit3_small"].examples == 22_500
+    assert all(w.rows == 22_500 for w in by_arch.values())  # every voter labels the split's rows in its batches
     assert by_arch["clip_vit_b32"].steps == math.ceil(22_500 / 256)
     assert by_arch["clip_vit_b32"].workload.key == "vit_infer/clip_vit_b32/infer/b256/3x224x224/fp32/source=32"
     assert by_arch["resnet20"].steps == by_arch["wrn28_10"].steps == math.ceil(22_500 / 512)

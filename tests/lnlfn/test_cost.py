@@ -158,6 +158,8 @@ def test_head_and_embedding_steps(no_data):
     mlp = HeadConfig("mlp", hidden=256, lr=1e-3, epochs=20, batch_size=64)
     train, infer = cost.head_run(data, cost.Labels("y"), ("embed", "all-minilm-l6-v2"), mlp, "scored", 2520, "").work
     assert train.steps == 20 * math.ceil(5000 / 64) and infer.steps == 1  # 2,520 rows in one batch of 4,096
+    # ... priced as 2,520 / 4,096 of a full batch (shared.cost.Work.rows); training steps are full batches
+    assert infer.rows == 2520 and infer.full_steps == pytest.approx(2520 / 4096) and train.rows is None
     assert train.workload.family == "tabular_mlp" and train.workload.shape == (384,)
     half = cost.head_run(data, cost.Labels("y"), ("embed", "all-minilm-l6-v2"),
                          HeadConfig("mlp", epochs=2, batch_size=100, train_fraction=0.5), "scored", 2520, "")
@@ -166,6 +168,7 @@ def test_head_and_embedding_steps(no_data):
     assert logreg.steps == 0 and logreg.work[0].workload is None and logreg.work[0].examples == 5000
     embedding = cost.embedding_run(data, "all-minilm-l6-v2")
     assert embedding.steps == 2 * (1024 // 64) + math.ceil(52 / 64)  # chunks of 1,024 texts, batches of 64
+    assert embedding.work[0].rows == 2100  # the last chunk's 52 texts are one short batch
     assert embedding.work[0].workload.opts["task"] == "embed"
 
 

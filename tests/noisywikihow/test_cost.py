@@ -104,6 +104,12 @@ def test_steps_follow_the_methods():
     seal = runs["seal mix_0.4 seed 0"]
     assert seal.work[0].steps == 4 * 5 * batches
     assert seal.work[-1].steps == 20 * math.ceil(n_train() / cost.EVAL_BATCH)  # the softmax after every epoch
+    assert seal.work[-1].rows == 20 * n_train()  # priced by the rows it holds (shared.cost.Work.rows)
+    base = runs["base mix_0.4 seed 0"]
+    evaluation = base.work[1]  # val, test and each source's test events after every epoch, each in its batches
+    assert base.work[0].rows is None and evaluation.rows == evaluation.examples
+    assert evaluation.full_steps == pytest.approx(evaluation.rows / cost.EVAL_BATCH)
+    assert evaluation.full_steps < evaluation.steps  # the splits' last batches are partial
     assert runs["base mix_0.4 seed 0"].work[0].workload.key == \
         "tabular_mlp/mlp/train/b256/384/fp32/hidden=256:256,num_classes=24,optimizer=adamw"
 

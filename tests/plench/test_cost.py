@@ -2,6 +2,7 @@
 against what the executing code logs for tiny sweeps."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 
@@ -14,6 +15,7 @@ from plench.algorithms import ALGORITHMS
 from plench.data import PLL_DATASETS, load_pll_dataset, plench_split
 from plench.hparams import hparams_for
 from shared import runlog
+from shared.cost import batched
 from shared.errors import ConfigError
 from shared.profiles import notebook_settings
 from shared.workloads import PLENCH_IMAGE_PASSES
@@ -89,7 +91,24 @@ def test_a_full_resnet_run_takes_60000_steps_and_61_evaluations():
     assert (train.steps, train.examples, train.views) == (60_000, 60_000 * 256, 1)
     assert evaluate.workload.key == "cifar_resnet/resnet32/infer/b512/3x32x32/fp32"
     assert evaluate.steps == 61 * (math.ceil(5000 / 512) + math.ceil(10_000 / 512))
-    assert evaluate.examples == 61 * 15_000
+    assert evaluate.examples == evaluate.rows == 61 * 15_000  # priced by its rows: the last batches are partial
+    assert train.rows is None  # training steps are full batches
+
+
+def test_checkpoint_evaluation_of_a_small_split_is_priced_by_its_rows():
+    """A rehearsal-sized split (hundreds of validation and 100 test rows): 2 short batches of 512 per checkpoint,
+    priced as (val + test) / 512 of a full step, not 2 (shared.cost.Work.rows); the training steps stay full."""
+    size = cost.dataset_sizes(["PLCIFAR10_Aggregate"], "image", "/nonexistent")["PLCIFAR10_Aggregate"]
+    size = dataclasses.replace(size, examples=1000, test_examples=100)
+    rows = size.val + size.test
+    assert size.train >= 256 and 0 < size.val < 512 and size.test == 100
+    args = protocol.run_args(size.name, "PRODEN", arch="resnet32", hparams_seed=0, trial_seed=0, steps=4,
+                             checkpoint_freq=2)
+    *train, evaluate = cost.run_work(size, args)
+    n = cost.checkpoints(4, 2)
+    assert (evaluate.steps, evaluate.rows) == (n * 2, n * rows)
+    assert evaluate.full_steps == pytest.approx(n * rows / 512) and evaluate.full_steps < evaluate.steps / 2
+    assert all(w.rows is None for w in train)
 
 
 def test_a_random_configuration_takes_its_drawn_batch_size():
@@ -241,3 +260,15 @@ def test_the_digits_cnn_workload_steps():
     step = workloads.build(w, "cpu")
     step()
     assert step.samples == 8
+
+
+def test_merged_work_keeps_the_rows_of_partial_batches():
+    """``merge`` sums the rows of partial-batch work (a run of many short trainings evaluates each)."""
+    size = cost.dataset_sizes(["PLCIFAR10_Aggregate"], "image", "/nonexistent")["PLCIFAR10_Aggregate"]
+    infer = cost.workload(size, "resnet32", "infer", 512)
+    a, b = batched(infer, 140, what="eval"), batched(infer, 700, what="eval")
+    (merged,) = cost.merge([a, b])
+    assert (merged.steps, merged.rows) == (3, 840) and merged.full_steps == pytest.approx(840 / 512)
+    full = cost.Work(infer, 2, 1024, what="eval")
+    (mixed,) = cost.merge([a, full])  # work without rows counts its steps as full batches
+    assert (mixed.steps, mixed.rows) == (3, 140 + 1024)
