@@ -31,7 +31,13 @@ family is added there): ``tiny_unet`` (``tiny_seg.TinyUNet`` / the CAMUS U-Net),
 **Precision**: Mask R-CNN's workloads are bf16 where the run trains in bf16 (``maskrcnn.resolved_precision``: its
 ``precision`` hyperparameter, "auto" by default, against the notebook's ``device`` parameter, ``params["device"]``;
 "auto" there means this machine's: CUDA if it has one), fp32 otherwise. The keys of the model runs are resolved the
-same way (``runs.Training.key``), so a plan for a GPU names the bf16 runs the GPU will train.
+same way (``runs.Training.key``), so a plan for a GPU names the bf16 runs the GPU will train. SAM's image embeddings
+(the COCO-WAN labels of 08's val images and of the weak-label runs' train images) are bf16 where SAM's precision
+(08's ``annotator_precision`` setting, "auto" by default: ``plans.sam_precision`` for the val images' label sets,
+``runs.TrainNoise.sam_precision`` for the runs, both ``wan.resolved_precision``) resolves to bf16 on that
+``device``, where page 08 runs SAM, fp32 otherwise; Table 14's fine-tuning embeds in fp32 (``sam_finetune`` does
+not autocast). The keys are resolved the same way (``plans.annotator_params``, ``runs.TrainNoise.key``: bf16 named,
+fp32 as before the setting existed), so a plan for a GPU names the bf16 label sets and runs the GPU will make.
 """
 from __future__ import annotations
 
@@ -55,7 +61,7 @@ from benchmark_n.runs import (
     run_key,
 )
 from shared.cache import code_fingerprint, params_key
-from shared.cost import PlannedRun, Work
+from shared.cost import PlannedRun, Work, batched
 from shared.errors import ConfigError, unknown_choice
 from shared.workloads import ProposedWorkload, planned_workload
 
@@ -72,9 +78,12 @@ def workload(family: str, arch: str, phase: str, batch: int, shape: tuple, preci
     return planned_workload(family, arch, phase, batch, shape, precision, **options)
 
 
-def sam_embeddings(images: int, what: str) -> Work:
-    """SAM ViT-H image embeddings, one per image (fp32: segment_anything runs the encoder in fp32)."""
-    return Work(workload("vit_infer", "sam_vit_h", "infer", 1, SAM_INPUT), steps=images, examples=images, what=what)
+def sam_embeddings(images: int, what: str, precision: str = "fp32") -> Work:
+    """SAM ViT-H image embeddings, one per image, in ``precision`` (fp32: segment_anything's own; bf16: the
+    annotator's autocast of the image encoder, ``wan.encoder_autocast``)."""
+    return Work(workload("vit_infer", "sam_vit_h", "infer", 1, SAM_INPUT, precision), steps=images, examples=images,
+                what=what)
+
 
 
 # ------------------------------------------------------------------------------------------------ data sizes
@@ -107,25 +116,30 @@ def fingerprints(recipe: DataRecipe) -> tuple | None:
 
 
 # ------------------------------------------------------------------------------------------------ model runs
-def noise_work(train_noise: TrainNoise, cfg, recipe: DataRecipe, n: Sizes) -> list[Work]:
-    """Drawing a run's training annotations (``TrainNoise.draw``) on the train split."""
+def noise_work(train_noise: TrainNoise, cfg, recipe: DataRecipe, n: Sizes, device: str = "auto") -> list[Work]:
+    """Drawing a run's training annotations (``TrainNoise.draw``) on the train split; SAM's embeddings in the
+    precision it resolves to on ``device`` (``TrainNoise.sam_precision``, as the run's key names it)."""
     kind = train_noise.kind
     if kind == "clean":
         return []
     if kind in ("engine", "ablation", "class_noise"):
         return [Work(None, 0, examples=n.train, what=f"{train_noise.label} noise on the train annotations")]
     options = dict(train_noise.options)
+    precision = train_noise.sam_precision(device) or "fp32"
     if kind == "weak":
-        return annotator_work(options.get("annotator", "grabcut"), n.train, "train images")
+        return annotator_work(options.get("annotator", "grabcut"), n.train, "train images", precision)
     # "text": the detector on the train images, then the annotator on its boxes
     detector_options = json.loads(options["detector_options"]) if "detector_options" in options else {}
     work = detector_work(train_noise.name, detector_options, recipe, n, images=n.train, split="train", fit=False)
-    return work + annotator_work(options.get("annotator", "grabcut"), n.train, "train images, from its boxes")
+    return work + annotator_work(options.get("annotator", "grabcut"), n.train, "train images, from its boxes",
+                                 precision)
 
 
-def annotator_work(annotator: str, images: int, what: str) -> list[Work]:
+def annotator_work(annotator: str, images: int, what: str, precision: str = "fp32") -> list[Work]:
+    """The weak annotator on ``images`` images: SAM's embedding per image in ``precision`` (resolved: fp32 or
+    bf16), or GrabCut's CPU work."""
     if annotator == "sam":
-        return [sam_embeddings(images, f"SAM ViT-H weak labels of the {what}")]
+        return [sam_embeddings(images, f"SAM ViT-H weak labels of the {what}", precision)]
     if annotator == "grabcut":
         return [Work(None, 0, examples=images, what=f"GrabCut / flood-fill weak labels of the {what}")]
     raise unknown_choice("annotator", annotator, ("grabcut", "sam"))
@@ -165,8 +179,9 @@ def tiny_fit_work(hp: dict, images: int, n: Sizes, what: str) -> list[Work]:
 
 
 def tiny_infer_work(hp: dict, images: int, n: Sizes, what: str, passes: int = 1) -> Work:
-    return Work(tiny_workload(hp, n, "infer", PROBABILITY_BATCH), passes * math.ceil(images / PROBABILITY_BATCH),
-                examples=passes * images, what=what)
+    """``passes`` no-grad passes over ``images`` in batches of at most ``PROBABILITY_BATCH``, priced by the images
+    they hold (``shared.cost.Work.rows``: the last batch of a pass is partial)."""
+    return batched(tiny_workload(hp, n, "infer", PROBABILITY_BATCH), images, times=passes, what=what)
 
 
 def logged_epochs(hp: dict, last_epoch: int) -> int:
@@ -227,7 +242,7 @@ def model_runs(notebook: str, cfg, data_dir=None, device: str = "auto") -> list[
     n, prints = sizes(recipe), fingerprints(recipe)
     runs = []
     for spec in dict.fromkeys(plans.model_specs(notebook, cfg, data_dir)):
-        work = noise_work(spec.noise, cfg, recipe, n) + train_work(spec, training, n)
+        work = noise_work(spec.noise, cfg, recipe, n, training.device) + train_work(spec, training, n)
         work.append(Work(None, 0, examples=n.val, what="mask, box and Boundary AP on the clean val annotations"))
         label = f"{spec.noise.label}, seed {spec.seed}" + (f", {spec.loss}" if spec.loss != "ce" else "")
         runs.append(PlannedRun(CACHE_KIND, run_key(recipe, spec, training, prints), label, tuple(work)))
@@ -258,7 +273,8 @@ def finetune_work(tuning: FineTuning, train_noise: TrainNoise, seed: int, recipe
     if tuning.backend == "sam":
         hp = {**SAM_DEFAULTS, **dict(tuning.hparams)}
         # one step per image with an instance (at most max_instances prompts): the frozen encoder's embedding, then
-        # the mask decoder's forward and backward (small next to the ViT-H encoder; not counted apart)
+        # the mask decoder's forward and backward (small next to the ViT-H encoder; not counted apart); fp32, as
+        # sam_finetune runs the encoder (it does not autocast), when fine-tuning and when predicting
         work.append(sam_embeddings(hp["epochs"] * images, f"SAM mask-decoder fine-tuning, {hp['epochs']} epoch(s)"))
         return work + [sam_embeddings(n.val, "the fine-tuned SAM on the clean val boxes")]
     hp = {**DEFAULTS, **dict(tuning.hparams)}
@@ -291,16 +307,19 @@ def tiny_instances(train_noise: TrainNoise, seed: int, recipe: DataRecipe, tunin
     return round(n.train_annotations * share), n.val_annotations
 
 
-def label_set_runs(cfg, data_dir, recipe: DataRecipe, n: Sizes) -> list[PlannedRun]:
+def label_set_runs(cfg, data_dir, recipe: DataRecipe, n: Sizes, device: str = "auto") -> list[PlannedRun]:
     """08's label sets of the val images made at every execution: Table 4's prompts x seeds, Fig. 14's prompts on a
-    few images, Table 14's zero-shot rows (``plans.weak_label_sets``) and the text prompts' labels per seed."""
+    few images, Table 14's zero-shot rows (``plans.weak_label_sets``) and the text prompts' labels per seed, keyed as
+    the page logs them on ``device``; SAM's embeddings in the precision its ``annotator_precision`` setting resolves
+    to on ``device`` (``plans.sam_precision``, as the keys name it; the page runs SAM on its device)."""
+    precision = plans.sam_precision(cfg, device) or "fp32"
     runs = []
     for label_set in plans.weak_label_sets(cfg):
         images = min(label_set.get("n_images") or n.val, n.val)
-        key = plans.logged_key(plans.WEAK_KIND, plans.weak_params(cfg, data_dir, recipe, **label_set))
+        key = plans.logged_key(plans.WEAK_KIND, plans.weak_params(cfg, data_dir, recipe, **label_set, device=device))
         work = [] if label_set.get("source") is None else [
             Work(None, 0, examples=images, what=f"{cfg.table14_tier} noise on the val annotations (the prompts)")]
-        work += annotator_work(cfg.annotator, images, "val images")
+        work += annotator_work(cfg.annotator, images, "val images", precision)
         if "n_images" not in label_set:  # scored against the clean val annotations (Table 4, Table 14)
             work.append(Work(None, 0, examples=images, what="mask and Boundary AP of the weak labels"))
         source = "" if label_set.get("source") is None else ", prompts from the noisy boxes"
@@ -311,9 +330,9 @@ def label_set_runs(cfg, data_dir, recipe: DataRecipe, n: Sizes) -> list[PlannedR
         for i, seed in enumerate(cfg.seeds):
             # the stand-in detector is trained once per process (grounded._fitted_stand_in): for the first seed
             work = detector_work(detector, options, recipe, n, images=n.val, split="val", fit=i == 0)
-            work += annotator_work(cfg.annotator, n.val, "val images, from the detector's boxes")
+            work += annotator_work(cfg.annotator, n.val, "val images, from the detector's boxes", precision)
             work.append(Work(None, 0, examples=n.val, what="mask and Boundary AP of the text-prompted labels"))
-            key = plans.logged_key(plans.TEXT_KIND, plans.text_params(cfg, data_dir, recipe, seed))
+            key = plans.logged_key(plans.TEXT_KIND, plans.text_params(cfg, data_dir, recipe, seed, device=device))
             runs.append(PlannedRun(plans.TEXT_KIND, key, f"text-prompted labels ({detector}), seed {seed}",
                                    tuple(work)))
     return runs
@@ -323,7 +342,7 @@ def coco_wan(cfg, data_dir=None, device: str = "auto") -> list[PlannedRun]:
     """08, in the page's order: the label sets (prompt_quality, figure), Table 14's fine-tunings, the model runs."""
     recipe = plans.recipe(cfg, data_dir)
     n = sizes(recipe)
-    return (label_set_runs(cfg, data_dir, recipe, n) + finetune_runs(cfg, data_dir, recipe, n)
+    return (label_set_runs(cfg, data_dir, recipe, n, device) + finetune_runs(cfg, data_dir, recipe, n)
             + model_runs("08_coco_wan", cfg, data_dir, device))
 
 
@@ -387,9 +406,8 @@ def camus_ef(cfg, data_dir=None) -> list[PlannedRun]:
             steps = hp["epochs"] * math.ceil(frames / hp["batch_size"])
             work += [Work(workload("tiny_unet", net, "train", hp["batch_size"], (1, size, size), classes=2), steps,
                           examples=hp["epochs"] * frames, what=f"CAMUS U-Net, {hp['epochs']} epochs"),
-                     Work(workload("tiny_unet", net, "infer", CAMUS_PREDICT_BATCH, (1, size, size), classes=2),
-                          math.ceil(test_frames / CAMUS_PREDICT_BATCH), examples=test_frames,
-                          what="test predictions"),
+                     batched(workload("tiny_unet", net, "infer", CAMUS_PREDICT_BATCH, (1, size, size), classes=2),
+                             test_frames, what="test predictions"),
                      Work(None, 0, examples=len(test), what="Dice, Hausdorff distance and EF of the test patients")]
             key = plans.logged_key(plans.CAMUS_KIND, plans.camus_params(cfg, data_dir, seed, name))
             runs.append(PlannedRun(plans.CAMUS_KIND, key, f"{name} masks, seed {seed}", tuple(work)))
@@ -409,7 +427,8 @@ PLANNERS = {
 
 def plan(notebook: str, cfg, params: dict) -> list[PlannedRun]:
     """Every run ``notebook`` executes under its merged settings ``cfg`` and papermill ``params`` (data_dir; device,
-    "auto" when absent, as the notebooks default: the model pages' Mask R-CNN precision depends on it)."""
+    "auto" when absent, as the notebooks default: the model pages' Mask R-CNN precision and 08's SAM precision
+    depend on it)."""
     if notebook not in PLANNERS:
         raise unknown_choice("Benchmark-N notebook", notebook, PLANNERS)
     if notebook in plans.MODEL_SPECS:

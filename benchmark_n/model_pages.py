@@ -316,10 +316,21 @@ class WeakAnnotations(ModelPage):
     notebook = "08_coco_wan"
     TEXT_SETTINGS = plans.TEXT_SETTINGS
 
+    def __init__(self, profile: str = "smoke", **kwargs):
+        super().__init__(profile, **kwargs)
+        plans.annotator_precision(self.cfg)  # checked before anything runs
+
     @property
     def annotator(self) -> dict:
-        """The weak annotator and, for SAM, its checkpoint (``plans.annotator``)."""
+        """The weak annotator and, for SAM, its checkpoint and precision (``plans.annotator``)."""
         return plans.annotator(self.cfg, self.data_dir)
+
+    @property
+    def annotator_args(self) -> dict:
+        """``wan``'s annotator arguments for the val images' labels: ``annotator`` and, for SAM, the page's
+        ``device`` (where the model runs train: SAM follows it, as the keys do, ``plans.sam_precision``)."""
+        args = self.annotator
+        return {**args, "device": self.training.device} if args["annotator"] == "sam" else args
 
     @property
     def sam_checkpoint(self) -> str | None:
@@ -338,7 +349,8 @@ class WeakAnnotations(ModelPage):
         """``shared.runlog``: a weak label set of the val images (``plans.weak_params``), made now."""
         return lambda prompt, seed, seconds: log_run(
             plans.WEAK_KIND, plans.logged_key(plans.WEAK_KIND, plans.weak_params(
-                self.cfg, self.data_dir, self.recipe, prompt, seed, **label_set)), built=True, seconds=seconds)
+                self.cfg, self.data_dir, self.recipe, prompt, seed, **label_set, device=self.training.device)),
+            built=True, seconds=seconds)
 
     @cached_property
     def val(self):
@@ -347,8 +359,8 @@ class WeakAnnotations(ModelPage):
 
     def prompt_quality(self) -> pd.DataFrame:
         """Every prompt's weak labels of the val images scored against their clean annotations (mean over seeds)."""
-        frame = wan.prompt_quality(self.val, self.cfg.prompts, self.cfg.annotator, self.cfg.seeds,
-                                   checkpoint=self.sam_checkpoint, on_label_set=self._log_weak())
+        frame = wan.prompt_quality(self.val, self.cfg.prompts, seeds=self.cfg.seeds, on_label_set=self._log_weak(),
+                                   **self.annotator_args)
         if self.cfg.get("text"):
             frame = pd.concat([frame, self.text_quality()], ignore_index=True)
         self.quality = frame
@@ -363,11 +375,11 @@ class WeakAnnotations(ModelPage):
             options = {**options, "train": grounded.stand_in_train(self.recipe)}
         def logged(seed, seconds):
             log_run(plans.TEXT_KIND, plans.logged_key(plans.TEXT_KIND, plans.text_params(
-                self.cfg, self.data_dir, self.recipe, seed)), built=True, seconds=seconds)
+                self.cfg, self.data_dir, self.recipe, seed, device=self.training.device)), built=True,
+                seconds=seconds)
 
-        return grounded.text_prompt_quality(self.val, detector, self.cfg.annotator, self.cfg.seeds,
-                                            detector_options=options, score_threshold=threshold,
-                                            checkpoint=self.sam_checkpoint, on_label_set=logged)
+        return grounded.text_prompt_quality(self.val, detector, seeds=self.cfg.seeds, detector_options=options,
+                                            score_threshold=threshold, on_label_set=logged, **self.annotator_args)
 
     def table14(self) -> pd.DataFrame:
         """Table 14 (%): zero-shot, box prompts from the clean annotations and from their noisy version (the engine's
@@ -376,10 +388,10 @@ class WeakAnnotations(ModelPage):
         Dice as "F1")."""
         cfg, tier = self.cfg, self.cfg.table14_tier
         sources = {"clean": None, tier: self.noise(tier).draw(self.val, cfg.seeds[0])}
-        zero_shot = [wan.prompt_quality(self.val, ["box"], cfg.annotator, cfg.seeds[:1],
-                                        checkpoint=self.sam_checkpoint, prompt_source=source,
-                                        on_label_set=self._log_weak(source=plans.table14_source(cfg, name))).assign(
-                         method="zero-shot", annotations=name) for name, source in sources.items()]
+        zero_shot = [wan.prompt_quality(self.val, ["box"], seeds=cfg.seeds[:1], prompt_source=source,
+                                        on_label_set=self._log_weak(source=plans.table14_source(cfg, name)),
+                                        **self.annotator_args).assign(method="zero-shot", annotations=name)
+                     for name, source in sources.items()]
         tuning = plans.tuning(cfg, self.data_dir, self.training.device)
         fine_tuned = finetune_grid(self.recipe, plans.finetune_noises(cfg), cfg.seeds, tuning)
         self.sam_rows_backend = tuning.backend
@@ -397,9 +409,9 @@ class WeakAnnotations(ModelPage):
         for prompt in self.cfg.prompts:
             with plans.logged(plans.WEAK_KIND, plans.weak_params(self.cfg, self.data_dir, self.recipe, prompt,
                                                                  self.cfg.seeds[0],
-                                                                 n_images=int(self.cfg.example_images))):
-                weak = wan.weak_dataset(shown, prompt, self.cfg.annotator, self.cfg.seeds[0],
-                                        checkpoint=self.sam_checkpoint).dataset
+                                                                 n_images=int(self.cfg.example_images),
+                                                                 device=self.training.device)):
+                weak = wan.weak_dataset(shown, prompt, seed=self.cfg.seeds[0], **self.annotator_args).dataset
             rows[prompt] = [[a for a in weak["annotations"] if a["image_id"] == i] for i in ids]
         return figures.annotation_grid([self.val.image(i) for i in ids], rows,
                                        f"{self.val.name}: clean annotations and {self.cfg.annotator} weak labels",

@@ -8,7 +8,8 @@
   there), 08's weak labels of the val images (``WEAK_KIND``: a prompt and seed through the annotator, SAM or
   GrabCut) and its text-prompted labels (``TEXT_KIND``: the text detector, then the annotator), and 09's CAMUS U-Nets
   (``CAMUS_KIND``: one per seed and training, clean or noisy). Their keys are ``shared.cache.params_key`` of the
-  parameters built here (``*_params``), from the settings alone, so a planner computes the same key without the data.
+  parameters built here (``*_params``), from the settings alone (and, for 08's SAM, the ``device`` parameter its
+  ``annotator_precision`` resolves against: ``sam_precision``), so a planner computes the same key without the data.
 
     specs = model_specs("03_train_eval", cfg)                 # what TrainEval.run trains
     key = logged_key(CAMUS_KIND, camus_params(cfg, seed=0, training="noisy"))
@@ -116,10 +117,34 @@ def sam_checkpoint(cfg, data_dir=None) -> str | None:
     return str(cfg.get("checkpoint") or default_data_dir(data_dir) / "weights" / wan.SAM_CHECKPOINTS["vit_h"])
 
 
+def annotator_precision(cfg) -> str:
+    """The ``annotator_precision`` setting ("auto" when absent), checked whichever the annotator: the precision of
+    SAM's image encoder (``wan.PRECISIONS``: auto, bf16 on CUDA and fp32 elsewhere; bf16; fp32, segment_anything's
+    own). GrabCut has none."""
+    precision = cfg.get("annotator_precision", "auto")
+    if precision not in wan.PRECISIONS:
+        raise ConfigError(f"setting annotator_precision={precision!r} is invalid; it must be one of "
+                          f"{', '.join(wan.PRECISIONS)}")
+    return precision
+
+
+def sam_precision(cfg, device) -> str | None:
+    """What SAM's image encoder runs in on page 08 when it runs on ``device`` (the page's ``device`` parameter;
+    "auto": this machine's CUDA if it has one): the ``annotator_precision`` setting resolved by
+    ``wan.resolved_precision``, "fp32" or "bf16"; None when SAM does not annotate. ``runs.TrainNoise.key``
+    resolves the weak-label runs' the same way (their ``precision`` option is this setting)."""
+    precision = annotator_precision(cfg)
+    return wan.resolved_precision(precision, device) if cfg.annotator == "sam" else None
+
+
 def annotator(cfg, data_dir=None) -> dict:
-    """The weak annotator and, for SAM, its checkpoint (``wan.weak_dataset``'s arguments)."""
-    return {"annotator": cfg.annotator, **({"checkpoint": sam_checkpoint(cfg, data_dir)}
-                                           if cfg.annotator == "sam" else {})}
+    """The weak annotator and, for SAM, its checkpoint and precision (the ``annotator_precision`` setting, not
+    resolved: "auto" resolves where SAM runs): ``wan.weak_dataset``'s arguments, and the options of a weak-label
+    run's noise (``runs.TrainNoise``). The device SAM runs on is not among them (the page's, ``device``)."""
+    precision = annotator_precision(cfg)
+    if cfg.annotator != "sam":
+        return {"annotator": cfg.annotator}
+    return {"annotator": "sam", "checkpoint": sam_checkpoint(cfg, data_dir), "precision": precision}
 
 
 def text_setting(cfg, data_dir=None) -> tuple[str, dict, float]:
@@ -233,18 +258,22 @@ def val_params(data_recipe: DataRecipe, n_images: int | None = None) -> dict:
     return {"recipe": fields, "data_dir": data_recipe.data_dir, "split": "val", "images": n_images}
 
 
-def annotator_params(cfg, data_dir=None) -> dict:
-    """The annotator as a key: its name and, for SAM, the checkpoint's file name and size."""
+def annotator_params(cfg, data_dir=None, *, device) -> dict:
+    """The annotator as a key: its name and, for SAM, the checkpoint's file name and size, and ``"precision":
+    "bf16"`` when SAM's image encoder runs in bf16 on ``device`` (``sam_precision``): an fp32 label set keeps the
+    key it had before the setting existed."""
     checkpoint = sam_checkpoint(cfg, data_dir) if cfg.annotator == "sam" else None
-    return {"annotator": cfg.annotator, "checkpoint": None if checkpoint is None else file_identity(checkpoint)}
+    params = {"annotator": cfg.annotator, "checkpoint": None if checkpoint is None else file_identity(checkpoint)}
+    return {**params, "precision": "bf16"} if sam_precision(cfg, device) == "bf16" else params
 
 
 def weak_params(cfg, data_dir, data_recipe: DataRecipe, prompt: str, seed: int, *, source=None,
-                n_images: int | None = None) -> dict:
-    """A weak label set of 08 (``wan.weak_dataset`` on the val images): the images, prompt, seed, annotator and
-    where the prompts come from (None: the ground truth; else the noise that made the prompt source)."""
+                n_images: int | None = None, device) -> dict:
+    """A weak label set of 08 (``wan.weak_dataset`` on the val images) made on ``device``: the images, prompt,
+    seed, annotator (``annotator_params``) and where the prompts come from (None: the ground truth; else the noise
+    that made the prompt source)."""
     return {"data": val_params(data_recipe, n_images), "prompt": prompt, "seed": seed,
-            "annotator": annotator_params(cfg, data_dir), "prompt_source": source}
+            "annotator": annotator_params(cfg, data_dir, device=device), "prompt_source": source}
 
 
 def weak_label_sets(cfg) -> list[dict]:
@@ -266,10 +295,10 @@ def table14_source(cfg, name: str) -> dict | None:
     return {**noise(cfg, name).key(), "seed": cfg.seeds[0]}
 
 
-def text_params(cfg, data_dir, data_recipe: DataRecipe, seed: int) -> dict:
-    """A text-prompted label set of 08 (``grounded.text_tier`` on the val images): detector, its settings, the
-    annotator and the seed."""
-    return {"data": val_params(data_recipe), "noise": text_noise(cfg, data_dir).key(), "seed": seed}
+def text_params(cfg, data_dir, data_recipe: DataRecipe, seed: int, *, device) -> dict:
+    """A text-prompted label set of 08 (``grounded.text_tier`` on the val images) made on ``device``: detector, its
+    settings, the annotator (SAM's precision as ``runs.TrainNoise.key`` names it on ``device``) and the seed."""
+    return {"data": val_params(data_recipe), "noise": text_noise(cfg, data_dir).key(device), "seed": seed}
 
 
 def camus_params(cfg, data_dir, seed: int, training_name: str) -> dict:
@@ -295,6 +324,7 @@ __all__ = [
     "ablation_specs",
     "annotator",
     "annotator_params",
+    "annotator_precision",
     "benchmark_files",
     "camus_params",
     "class_noise_specs",
@@ -310,6 +340,7 @@ __all__ = [
     "quality_variants",
     "recipe",
     "sam_checkpoint",
+    "sam_precision",
     "spec",
     "table14_source",
     "text_noise",

@@ -26,6 +26,7 @@ import importlib
 import importlib.metadata
 import json
 import warnings
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache, partial
 from pathlib import Path
@@ -57,7 +58,7 @@ NOISE_KINDS = {
     "weak": "COCO-WAN weak labels at a tier of benchmark_n.wan.WAN_TIERS (easy / medium / hard = low / mid / high)",
     "text": "Grounded-SAM's text-prompted labels (benchmark_n.grounded): name the detector (stand_in, grounding_dino)",
 }
-TEXT_OPTIONS = ("annotator", "checkpoint", "score_threshold", "detector_options")
+TEXT_OPTIONS = ("annotator", "checkpoint", "precision", "score_threshold", "detector_options")
 SCORE_KEYS = ("mask_AP", "mask_AP50", "mask_AP75", "mask_AP_S", "mask_AP_M", "mask_AP_L", "box_AP",
               "boundary_AP", "mask_AP_agnostic", "box_AP_agnostic", "boundary_AP_agnostic", "mean_confidence",
               "confident_share", "mean_score", "detections")
@@ -66,9 +67,11 @@ SCORE_KEYS = ("mask_AP", "mask_AP50", "mask_AP75", "mask_AP_S", "mask_AP_M", "ma
 @dataclass(frozen=True)
 class TrainNoise:
     """The noise of a run's training annotations (``NOISE_KINDS``); ``options`` go to the engine
-    (``noise_dataset``, e.g. ``stale_box_area``), the weak annotator (``wan.weak_tier``: annotator, checkpoint) or,
-    for "text", to ``grounded.text_tier`` (``TEXT_OPTIONS``; ``detector_options`` a dict, kept as sorted JSON so
-    that the noise stays hashable). A "text" noise's tier is "text"."""
+    (``noise_dataset``, e.g. ``stale_box_area``), the weak annotator (``wan.weak_tier``: annotator, checkpoint and,
+    for SAM, precision: ``wan.PRECISIONS``, "auto" when absent) or, for "text", to ``grounded.text_tier``
+    (``TEXT_OPTIONS``; ``detector_options`` a dict, kept as sorted JSON so that the noise stays hashable). A "text"
+    noise's tier is "text". The device SAM runs on is not an option (``draw``'s ``device``): the same noise on any
+    device, keyed by what its precision resolves to there (``key``)."""
 
     kind: str = "clean"
     name: str = ""
@@ -107,12 +110,43 @@ class TrainNoise:
             return f"{self.name} {100 * self.rate:g} %"
         return f"{self.kind if self.kind == 'weak' else self.name} {self.tier}".strip()
 
-    def key(self) -> dict:
+    @property
+    def sam(self) -> bool:
+        """Whether SAM annotates this noise's training images (a "weak" or "text" noise with annotator "sam")."""
+        return self.kind in ("weak", "text") and dict(self.options).get("annotator") == "sam"
+
+    def sam_precision(self, device=None) -> str | None:
+        """The precision SAM's image encoder runs in when ``draw`` runs on ``device`` (None: "auto", this machine's
+        CUDA if it has one): its ``precision`` option ("auto" when absent) resolved by ``wan.resolved_precision``,
+        "fp32" or "bf16"; None when SAM does not annotate."""
+        if not self.sam:
+            return None
+        from benchmark_n.wan import resolved_precision
+
+        return resolved_precision(dict(self.options).get("precision", "auto"), device)
+
+    def pinned(self, device=None) -> "TrainNoise":
+        """This noise with SAM's precision resolved against ``device`` ("fp32" or "bf16", ``sam_precision``), for a
+        run drawn on another machine than the one that keys it (``runs.jobs_specs``): the same key, the same
+        precision there. Itself when SAM does not annotate."""
+        if not self.sam:
+            return self
+        return replace(self, options={**dict(self.options), "precision": self.sam_precision(device)})
+
+    def key(self, device=None) -> dict:
         """What a run's result depends on: the noise's fields, with a SAM checkpoint and a Grounding-DINO folder
         named by what they hold (file name and size; folder name, config.json's digest and the weights' size), not by
-        where they lie, and without the device and progress options (the same run anywhere)."""
+        where they lie, and without the device and progress options (the same run anywhere). SAM's ``precision`` is
+        what it resolves to on ``device`` (``sam_precision``; None: "auto"), named only when that is bf16, so that an
+        fp32 SAM noise (and every GrabCut one) keeps the key it had before the option existed, as Mask R-CNN's
+        precision does (``maskrcnn.key_hparams``)."""
         key = asdict(self)
         options = dict(self.options)
+        if self.sam:
+            precision = self.sam_precision(device)
+            options.pop("precision", None)
+            if precision != "fp32":
+                options["precision"] = precision
         if options.get("checkpoint"):
             options["checkpoint"] = file_identity(options["checkpoint"])
         if "detector_options" in options:
@@ -124,9 +158,11 @@ class TrainNoise:
         key["options"] = options
         return key
 
-    def draw(self, train: Annotations, seed: int, recipe: "DataRecipe | None" = None) -> dict:
+    def draw(self, train: Annotations, seed: int, recipe: "DataRecipe | None" = None, device=None) -> dict:
         """The training annotations (a COCO dict) of this noise for ``seed``; a "text" noise with the stand-in
-        detector needs the ``recipe`` of ``train`` (the detector trains on other images of it)."""
+        detector needs the ``recipe`` of ``train`` (the detector trains on other images of it). SAM runs on
+        ``device`` (``wan.load_sam``'s: None or "auto" is CUDA where this machine has one; the run's
+        ``Training.device`` in ``train_run``)."""
         if self.kind == "clean":
             return train.dataset
         if self.kind == "engine":
@@ -136,14 +172,19 @@ class TrainNoise:
         if self.kind == "class_noise":
             return class_noise(train.dataset, self.rate, self.name, seed).dataset
         if self.kind == "text":
-            return self._text(train, seed, recipe)
+            return self._text(train, seed, recipe, device)
         from benchmark_n.wan import weak_tier
-        return weak_tier(train, self.tier, seed=seed, **dict(self.options)).dataset
+        return weak_tier(train, self.tier, seed=seed, **self._annotator_options(device)).dataset
 
-    def _text(self, train: Annotations, seed: int, recipe: "DataRecipe | None") -> dict:
+    def _annotator_options(self, device) -> dict:
+        """The options, and for SAM the ``device`` it runs on (GrabCut has none)."""
+        options = dict(self.options)
+        return {**options, "device": device} if self.sam and device is not None else options
+
+    def _text(self, train: Annotations, seed: int, recipe: "DataRecipe | None", device=None) -> dict:
         from benchmark_n.grounded import stand_in_train, text_tier
 
-        options = dict(self.options)
+        options = self._annotator_options(device)
         detector_options = json.loads(options.pop("detector_options", "{}"))
         if self.name == "stand_in":
             if recipe is None:
@@ -286,7 +327,7 @@ def train_run(recipe: DataRecipe, spec: RunSpec, training: Training) -> dict:
     """Train one run and evaluate it on the clean val set; ``{"scores", "history", "detections",
     "instance_losses", "train_annotations"}``."""
     train, val = load_pair(recipe)
-    noisy = replace(train, dataset=spec.noise.draw(train, spec.seed, recipe))
+    noisy = replace(train, dataset=spec.noise.draw(train, spec.seed, recipe, training.device))
     hparams = {**training.hparams, **({"loss": spec.loss} if spec.loss != "ce" else {})}
     result = training.module().fit_predict(noisy, val, hparams, seed=spec.seed, device=training.device,
                                            log_losses=spec.log_losses)
@@ -345,7 +386,7 @@ def _params(recipe: DataRecipe, spec: RunSpec, training: Training, fingerprints:
     train, val = fingerprints or _fingerprints(recipe)
     return {"train": train, "val": val,
             "recipe": {k: v for k, v in asdict(recipe).items() if k != "data_dir"},
-            "spec": {**asdict(spec), "noise": spec.noise.key()}, "training": training.key(),
+            "spec": {**asdict(spec), "noise": spec.noise.key(training.device)}, "training": training.key(),
             "libraries": library_versions(libraries(spec, training))}
 
 
@@ -383,13 +424,40 @@ def jobs_training(training: Training, executor=None) -> Training:
     pin = getattr(training.module(), "pin_hparams", None)
     if pin is None:
         return training
-    remote = getattr(executor, "kind", None) == "slurm"
-    if remote and training.device in (None, "auto") and training.key() != replace(training, device="cuda").key():
+    if _remote(executor) and training.device in (None, "auto") and \
+            training.key() != replace(training, device="cuda").key():
         # the key changes with the device only where "auto" is not CUDA here
         warnings.warn(f"device {training.device!r} is the CPU here: the jobs train the {training.backend} runs as "
                       "keyed here, in fp32 (precision auto) even on GPU nodes; set device cuda (or precision bf16) "
                       "to train them in bf16 there", stacklevel=3)
     return replace(training, hparams=pin(dict(training.hparams), training.device))
+
+
+def jobs_specs(specs, device, executor=None) -> list[RunSpec]:
+    """``specs`` as ``run_grid``'s jobs draw them on ``device`` (the training's): a SAM annotator's precision ("auto"
+    by default; ``TrainNoise.pinned``) resolved here, where the keys are looked up, as ``jobs_training`` pins the
+    backend's, so that a job on a GPU node submitted from a CPU login node labels the training images in the
+    precision of the key looked up here (each key is unchanged). Warns as ``jobs_training`` does when the jobs go to
+    Slurm and device "auto" resolves to fp32 here."""
+    specs = list(specs)
+    if _remote(executor) and device in (None, "auto") and any(
+            s.noise.key(device) != s.noise.key("cuda") for s in specs):
+        warnings.warn(f"device {device!r} is the CPU here: the jobs label the training images with SAM as keyed "
+                      "here, in fp32 (annotator_precision auto) even on GPU nodes; set device cuda (or "
+                      "annotator_precision bf16) to run SAM in bf16 there", stacklevel=3)
+    return [replace(s, noise=s.noise.pinned(device)) for s in specs]
+
+
+def _remote(executor) -> bool:
+    """Whether ``executor`` (a kind, a mapping with ``kind``, or an object with ``.kind``: ``shared.sweep.map_jobs``'s
+    setting) sends the jobs to Slurm, to machines other than this one."""
+    if isinstance(executor, str):
+        kind = executor
+    elif isinstance(executor, Mapping):
+        kind = executor.get("kind")
+    else:
+        kind = getattr(executor, "kind", None)
+    return kind == "slurm"
 
 
 def _cached_run(task: tuple, cache_root: str) -> None:
@@ -413,7 +481,8 @@ def run_grid(recipe: DataRecipe, specs, training: Training, *, executor=None,
                 return [run_key(*task)]
 
             pinned = jobs_training(training, executor)
-            map_jobs(partial(_cached_run, cache_root=str(cache.root)), [(recipe, s, pinned) for s in todo],
+            tasks = [(recipe, s, pinned) for s in jobs_specs(todo, training.device, executor)]
+            map_jobs(partial(_cached_run, cache_root=str(cache.root)), tasks,
                      executor=executor, desc="Benchmark-N runs", folder=cache.root / CACHE_KIND / ".submitit",
                      units=key)
     results = []
@@ -543,5 +612,6 @@ def finetune_grid(recipe: DataRecipe, noises: dict, seeds, tuning: FineTuning,
 __all__ = ["CACHE_KIND", "BACKENDS", "NOISE_KINDS", "TEXT_OPTIONS", "SCORE_KEYS", "FEDERATED", "LIBRARIES",
            "BACKEND_LIBRARIES", "libraries", "library_versions", "file_identity", "folder_identity", "TrainNoise",
            "RunSpec", "Training", "DataRecipe", "load_pair", "evaluate", "train_run", "RunResult", "run_grid",
-           "data_names", "run_key", "FINETUNE_KIND", "FINETUNE_SETTINGS", "FineTuning", "first_images",
+           "data_names", "run_key", "jobs_training", "jobs_specs", "FINETUNE_KIND", "FINETUNE_SETTINGS", "FineTuning",
+           "first_images",
            "finetune_quality", "finetune_params", "finetune_key", "finetune_grid"]

@@ -4,6 +4,7 @@
     weak = weak_dataset(data, "box")                       # GrabCut from each GT box (offline stand-in for SAM)
     weak.dataset, weak.manifest["mean_iou"]                # a new COCO dict (data never mutated), what it did
     weak_dataset(data, "box", annotator="sam")             # the paper: SAM ViT-H, checkpoint under data_dir/weights
+    weak_dataset(data, "box", annotator="sam", precision="fp32")   # its image encoder in fp32 on a GPU too (official)
     weak_tier(data, "hard")                                # Table 3's COCO-WAN Hard: centre point + class noise 0.4
     prompt_quality(data, ["box", "box_noisy"], seeds=[0, 1])   # Table 4 / Table 14 analogue, one row per prompt/seed
 
@@ -52,6 +53,22 @@ does not depend on the order or subset of the annotations, and the same call giv
   missing package or checkpoint raises DataNotFoundError naming the fix. ``SamAnnotator(predictor)`` wraps any
   predictor with SamPredictor's interface (``weak_dataset(..., annotator=SamAnnotator(p))``).
 
+  Precision (``precision``, ``PRECISIONS``; a ``load_sam`` / ``SamAnnotator`` argument, a "sam" option of
+  ``make_annotator`` / ``weak_dataset``). ``"fp32"`` is the official behaviour: segment_anything runs SAM in fp32.
+  ``"auto"``, the default, runs the image encoder (``predictor.model.image_encoder``, ViT-H: nearly all of SAM's
+  compute, one forward per image) under bfloat16 autocast when it is on CUDA (an H100 does ~15x the fp32 FLOP rate
+  in bf16 on its tensor cores) and in fp32 elsewhere, so every CPU run (the rehearsal's, the tests') is the fp32 run
+  it was; ``"bf16"`` autocasts on any device (on a CPU slowly: the tests' way to reach that code). Autocast covers the
+  image encoder only, whose embedding is cast back to float32 (``encoder_autocast``): the prompt encoder, the mask
+  decoder, the upscaling of the masks and the thresholding stay fp32. The encoder's forward is wrapped for the
+  length of each ``set_image`` and restored after it, so the model itself is never changed (``sam_finetune``
+  fine-tunes the model ``load_sam`` loads, in fp32). ``settings()`` (the manifest's ``annotator_settings``) names
+  ``"precision": "bf16"`` when the encoder runs in bf16 and nothing otherwise, so an fp32 label set is described
+  as it was before the setting existed. Page 08 passes its ``annotator_precision`` setting ("auto" by default) and
+  its ``device`` parameter (``plans.annotator``); its keys name the precision that resolves to (on the page's
+  device) only when it is bf16 (``plans.annotator_params``, ``runs.TrainNoise.key``), so fp32 label sets and runs
+  keep the keys they had before the setting existed.
+
 **Output** (``weak_dataset``): every top-level key of the input, annotations replaced. Images in ``images`` order,
 their annotations in list order; each non-crowd annotation becomes ``{"id", "image_id", "category_id", "iscrowd",
 "segmentation" (compressed RLE of the weak mask), "area", "bbox", "noise"}`` with ``area``/``bbox`` as pycocotools
@@ -70,6 +87,7 @@ import inspect
 import importlib.util
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
@@ -327,20 +345,106 @@ class GrabCutAnnotator:
         return flood_point(self.image, prompt["point_coords"][0], self.tolerance)
 
 
+PRECISIONS = {"auto": "bf16 autocast of SAM's image encoder on CUDA, fp32 elsewhere",
+              "bf16": "bf16 autocast of SAM's image encoder on any device",
+              "fp32": "no autocast (segment_anything's behaviour, the official one)"}
+
+
+def _check_precision(precision) -> str:
+    if precision not in PRECISIONS:
+        raise ConfigError(f"SAM precision={precision!r} is invalid; it must be one of {', '.join(PRECISIONS)}")
+    return precision
+
+
+def resolved_precision(precision: str, device) -> str:
+    """The precision SAM's image encoder runs in on ``device`` (as ``maskrcnn.on_cuda`` takes it: a torch.device,
+    or "auto", "cpu", "cuda", "cuda:N"): "fp32" or "bf16"; ``precision`` "auto" is bf16 on CUDA and fp32 elsewhere."""
+    if _check_precision(precision) == "auto":
+        from benchmark_n.maskrcnn import on_cuda  # torch: imported only where SAM's device is asked about
+
+        return "bf16" if on_cuda(device) else "fp32"
+    return precision
+
+
+def _image_encoder(predictor):
+    """``predictor.model.image_encoder`` (SamPredictor's), or None where the predictor has none."""
+    return getattr(getattr(predictor, "model", None), "image_encoder", None)
+
+
+def _module_device(module):
+    """The device of ``module``'s first parameter (or buffer); the CPU where it has neither."""
+    import torch
+
+    tensor = next(iter(module.parameters()), None)
+    if tensor is None:
+        tensor = next(iter(module.buffers()), None)
+    return torch.device("cpu") if tensor is None else tensor.device
+
+
+@contextmanager
+def encoder_autocast(encoder, precision: str):
+    """Within the block, ``encoder``'s forward runs under ``torch.autocast(<its device's type>,
+    dtype=torch.bfloat16)`` and returns its floating tensor as float32, when ``precision`` is "bf16"; "fp32" leaves
+    it alone. The forward is an instance attribute shadowing the class's, restored on exit (the state dict is
+    unchanged), as ``maskrcnn.mixed_precision`` does. Not thread-safe."""
+    if precision == "fp32":
+        yield
+        return
+    if precision != "bf16":
+        raise ConfigError(f"encoder_autocast takes a resolved precision, fp32 or bf16, got {precision!r}")
+    import torch
+
+    device_type = _module_device(encoder).type
+    forward = encoder.forward
+
+    def run(*args, **kwargs):
+        with torch.autocast(device_type, dtype=torch.bfloat16):
+            out = forward(*args, **kwargs)
+        return out.float() if isinstance(out, torch.Tensor) and out.is_floating_point() else out
+
+    before = encoder.__dict__.get("forward")  # None: the class's (an outer block's otherwise)
+    encoder.forward = run
+    try:
+        yield
+    finally:
+        if before is None:
+            del encoder.forward
+        else:
+            encoder.forward = before
+
+
 class SamAnnotator:
     """A predictor with ``SamPredictor``'s interface as an annotator: ``set_image`` once per image, each prompt
-    predicted with ``multimask_output=True`` and the mask of the highest score kept (the official scripts)."""
+    predicted with ``multimask_output=True`` and the mask of the highest score kept (the official scripts).
+    ``precision`` (``PRECISIONS``, default "auto"): of the image encoder, ``predictor.model.image_encoder``, resolved
+    against the device it is on when the annotator is made (module docstring), as ``precision``: "fp32" or "bf16"; a
+    predictor without one runs as it is (fp32 for "auto", ConfigError for "bf16")."""
     name = "sam"
 
-    def __init__(self, predictor, checkpoint: str | None = None, model_type: str | None = None):
+    def __init__(self, predictor, checkpoint: str | None = None, model_type: str | None = None,
+                 precision: str = "auto"):
         self.predictor, self.checkpoint, self.model_type = predictor, checkpoint, model_type
+        encoder = _image_encoder(predictor)
+        if encoder is None:
+            if _check_precision(precision) == "bf16":
+                raise ConfigError("precision bf16 autocasts SAM's image encoder, predictor.model.image_encoder, "
+                                  f"which this {type(predictor).__name__} does not have")
+            self.precision = "fp32"
+        else:
+            self.precision = resolved_precision(precision, _module_device(encoder))
 
     def settings(self) -> dict:
-        return {"checkpoint": None if self.checkpoint is None else Path(self.checkpoint).name,
-                "model_type": self.model_type, "multimask_output": True, "choice": "argmax(scores)"}
+        settings = {"checkpoint": None if self.checkpoint is None else Path(self.checkpoint).name,
+                    "model_type": self.model_type, "multimask_output": True, "choice": "argmax(scores)"}
+        return settings if self.precision == "fp32" else {**settings, "precision": self.precision}
 
     def set_image(self, image: np.ndarray) -> None:
-        self.predictor.set_image(np.ascontiguousarray(image, dtype=np.uint8))
+        image = np.ascontiguousarray(image, dtype=np.uint8)
+        if self.precision == "fp32":
+            self.predictor.set_image(image)
+            return
+        with encoder_autocast(_image_encoder(self.predictor), self.precision):
+            self.predictor.set_image(image)
 
     def segment(self, prompt: dict, rng: np.random.Generator) -> np.ndarray:
         masks, scores, _ = self.predictor.predict(**prompt, multimask_output=True)
@@ -372,10 +476,14 @@ def locate_sam(checkpoint: str | os.PathLike | None = None) -> Path:
 
 
 def load_sam(checkpoint: str | os.PathLike | None = None, model_type: str | None = None,
-             device: str | None = None) -> SamAnnotator:
+             device: str | None = None, precision: str = "auto") -> SamAnnotator:
     """SAM from ``checkpoint`` (default ``default_sam_checkpoint()``) as a ``SamAnnotator``. ``model_type``: vit_h,
-    vit_l or vit_b, else read from the file name (default vit_h); ``device``: CUDA when available, else CPU.
-    DataNotFoundError naming the fix when segment_anything is not installed or the checkpoint is missing."""
+    vit_l or vit_b, else read from the file name (default vit_h); ``device`` (``shared.device.select_device``:
+    "auto" or None, "cpu", "cuda", "cuda:N"): "auto" is CUDA when available, else the CPU;
+    ``precision`` of the image encoder (``PRECISIONS``): "auto" is bf16 autocast on CUDA, fp32 elsewhere; "fp32" is
+    segment_anything's own. DataNotFoundError naming the fix when segment_anything is not installed or the
+    checkpoint is missing."""
+    _check_precision(precision)  # before the 2.5 GB checkpoint is read
     path = locate_sam(checkpoint)
     from segment_anything import SamPredictor, sam_model_registry
 
@@ -385,9 +493,12 @@ def load_sam(checkpoint: str | os.PathLike | None = None, model_type: str | None
         raise unknown_choice("SAM model type", model_type, SAM_CHECKPOINTS)
     import torch
 
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    from shared.device import select_device
+
+    if not isinstance(device, torch.device):
+        device = select_device(device)  # before the checkpoint is read: "cuda" without CUDA is a ConfigError
     sam = sam_model_registry[model_type](checkpoint=str(path)).to(device).eval()
-    return SamAnnotator(SamPredictor(sam), checkpoint=str(path), model_type=model_type)
+    return SamAnnotator(SamPredictor(sam), checkpoint=str(path), model_type=model_type, precision=precision)
 
 
 @dataclass(frozen=True)
@@ -414,7 +525,7 @@ ANNOTATORS = {
 
 def make_annotator(annotator="grabcut", checkpoint=None, **options) -> Annotator:
     """An annotator: a name of ``ANNOTATORS`` built with ``options`` (grabcut: iterations, context, pad, tolerance;
-    sam: model_type, device), or an annotator object, returned as it is."""
+    sam: model_type, device, precision), or an annotator object, returned as it is."""
     if not isinstance(annotator, str):
         if not all(hasattr(annotator, a) for a in ("set_image", "segment")):
             raise ConfigError(f"an annotator is a name ({', '.join(ANNOTATORS)}) or has set_image and segment, "
@@ -630,7 +741,8 @@ def prompt_quality(data, prompts: Sequence[str] = INSTANCE_PROMPTS, annotator="g
 
 __all__ = ["BOX_NOISE_SD", "COUNTS", "CLASS_NOISE_KIND", "tight_box", "Prompt", "PROMPTS", "INSTANCE_PROMPTS",
            "NOT_PER_INSTANCE", "TEXT_PROMPT_HELP", "WAN_TIERS", "make_prompt", "Annotator", "grabcut_box", "flood_point",
-           "GrabCutAnnotator", "SamAnnotator", "SAM_CHECKPOINTS", "default_sam_checkpoint", "load_sam",
+           "GrabCutAnnotator", "PRECISIONS", "resolved_precision", "encoder_autocast", "SamAnnotator",
+           "SAM_CHECKPOINTS", "default_sam_checkpoint", "load_sam",
            "AnnotatorSpec", "ANNOTATORS", "make_annotator", "image_getter", "weak_dataset", "weak_tier",
            "QUALITY_COLUMNS",
            "prompt_quality"]

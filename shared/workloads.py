@@ -1508,7 +1508,8 @@ def _full_profile() -> list[tuple[Workload, float, str]]:
         "noisywikihow 00 noise injection: MiniLM sentence embeddings")
 
     # -- Benchmark-N: Mask R-CNN 1x schedule (batch 16 on one device) in ~40 runs, bf16 autocast of the networks on
-    # CUDA (benchmark_n.maskrcnn's precision "auto", as benchmark_n.cost prices it); SAM ViT-H image encoder
+    # CUDA (benchmark_n.maskrcnn's precision "auto", as benchmark_n.cost prices it); SAM ViT-H image encoder, bf16
+    # autocast on CUDA for the COCO-WAN labels (benchmark_n.wan's precision "auto"), fp32 in Table 14's fine-tuning
     add(W("maskrcnn", "maskrcnn_r50_fpn", "train", 16, COCO, "bf16"), 3.5e6,
         "benchmark_n 03-08 Mask R-CNN R50-FPN, 1x (bf16)")
     add(W("maskrcnn", "maskrcnn_r50_fpn", "infer", 16, COCO, "bf16"), 9.0e5,
@@ -1517,8 +1518,11 @@ def _full_profile() -> list[tuple[Workload, float, str]]:
         "benchmark_n with precision fp32 (MMDetection's config, the official behaviour)")
     add(W("maskrcnn", "maskrcnn_r50_fpn", "train", 2, COCO, "bf16"), 7.0e6,
         "benchmark_n: the same at mmdet's 2 images per GPU (an alternative to batch 16)")
-    add(W("vit_infer", "sam_vit_h", "infer", 1, (3, 1024, 1024)), 4.0e5,
-        "benchmark_n 08 SAM ViT-H image embeddings (COCO-WAN prompts, decoder fine-tuning)")
+    add(W("vit_infer", "sam_vit_h", "infer", 1, (3, 1024, 1024), "bf16"), 5.1e5,
+        "benchmark_n 08 SAM ViT-H image embeddings of the COCO-WAN labels (bf16)")
+    add(W("vit_infer", "sam_vit_h", "infer", 1, (3, 1024, 1024)), 2.0e4,
+        "benchmark_n 08 SAM ViT-H image embeddings of Table 14's decoder fine-tuning (sam_finetune, fp32), and of "
+        "COCO-WAN labels with precision fp32 (segment_anything's own, the official behaviour)")
     return out
 
 

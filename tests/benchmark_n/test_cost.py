@@ -107,6 +107,153 @@ def test_mask_rcnn_workloads_and_keys_follow_the_device_parameter(monkeypatch):
         cost.workload("maskrcnn", "maskrcnn_r50_fpn", "train", 16, (3, 800, 1333), "fp16")
 
 
+def _sam_work(planned_runs):
+    """kind -> {precision: SAM embeddings}"""
+    out = {}
+    for run in planned_runs:
+        for w in run.work:
+            if w.workload is not None and w.workload.arch == "sam_vit_h":
+                counts = out.setdefault(run.kind, {})
+                counts[w.workload.precision] = counts.get(w.workload.precision, 0) + w.steps
+    return out
+
+
+def _ids(planned_runs, *kinds):
+    return [r.identity for r in planned_runs if not kinds or r.kind in kinds]
+
+
+def test_sam_embeddings_and_keys_are_bf16_where_the_notebook_runs_on_cuda(monkeypatch):
+    from shared.workloads import FULL_PROFILE_WORKLOADS
+
+    monkeypatch.setattr(maskrcnn.torch.cuda, "is_available", lambda: False)  # "auto" plans for this CPU machine
+    fp32_maskrcnn = {**notebook_settings("benchmark_n", "08_coco_wan", "full").hparams, "precision": "fp32"}
+
+    def plan(device=None, precision=None):
+        settings = {"hparams": fp32_maskrcnn, **({"annotator_precision": precision} if precision else {})}
+        cfg = notebook_settings("benchmark_n", "08_coco_wan", "full", settings)  # Mask R-CNN's keys alone would
+        return cost.plan("08_coco_wan", cfg, {"data_dir": "/data", **({"device": device} if device else {})})
+
+    cuda, cpu, auto = plan("cuda"), plan("cpu"), plan()
+    on_cuda, on_cpu = _sam_work(cuda), _sam_work(cpu)
+    # the COCO-WAN labels of the val images (Table 4, Fig. 14, Table 14's zero-shot), of the text prompts' boxes and
+    # of the weak-label runs' train images in bf16; Table 14's fine-tuning in fp32 (sam_finetune does not autocast)
+    assert set(on_cuda[plans.WEAK_KIND]) == set(on_cuda[plans.TEXT_KIND]) == set(on_cuda[CACHE_KIND]) == {"bf16"}
+    assert set(on_cuda[runs.FINETUNE_KIND]) == {"fp32"}
+    assert on_cuda[CACHE_KIND]["bf16"] == 3 * COCO_TRAIN + COCO_TRAIN  # 3 COCO-WAN tiers and the text prompts' boxes
+    assert _sam_work(auto) == on_cpu and all(set(counts) == {"fp32"} for counts in on_cpu.values())
+    assert {k: sum(c.values()) for k, c in on_cuda.items()} == {k: sum(c.values()) for k, c in on_cpu.items()}
+    # keys: what SAM labelled in bf16 is another label set and another run; the rest is the same on every device
+    sam_made = {r.identity for r in cpu if r.kind in (plans.WEAK_KIND, plans.TEXT_KIND)
+                or (r.kind == CACHE_KIND and not r.label.startswith("clean"))}
+    assert len(sam_made) == 9 + 1 + 3 + 1  # label sets (Table 4, Fig. 14, Table 14), text, 3 tiers, text runs
+    assert not sam_made & set(_ids(cuda))  # each keyed apart on CUDA
+    assert set(_ids(cuda)) & set(_ids(cpu)) == set(_ids(cpu)) - sam_made  # the clean runs, the fine-tunings
+    assert len(set(_ids(cuda)) - set(_ids(cpu))) == len(sam_made)
+    assert _ids(auto) == _ids(cpu)
+    # annotator_precision fp32 on CUDA: fp32 embeddings and the fp32 keys (those of a CPU plan: as before the setting)
+    official = plan("cuda", "fp32")
+    assert _ids(official) == _ids(cpu) and all(set(c) == {"fp32"} for c in _sam_work(official).values())
+    # bf16 on the CPU: the keys and workloads of a CUDA plan with auto
+    forced = plan("cpu", "bf16")
+    assert _ids(forced) == _ids(cuda) and _sam_work(forced) == on_cuda
+    monkeypatch.setattr(maskrcnn.torch.cuda, "is_available", lambda: True)  # "auto" on a machine with a GPU
+    assert _sam_work(plan(None)) == on_cuda and _ids(plan(None)) == _ids(cuda)
+    with pytest.raises(ConfigError, match="annotator_precision='fp16' is invalid; it must be one of auto, bf16"):
+        plan("cuda", "fp16")
+    bf16 = next(w.workload for r in cuda for w in r.work if w.workload is not None and w.workload.precision == "bf16")
+    assert bf16.key == "vit_infer/sam_vit_h/infer/b1/3x1024x1024/bf16"
+    assert {bf16.key, bf16.key.replace("bf16", "fp32")} <= {w.key for w in FULL_PROFILE_WORKLOADS}
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_planned_sam_precision_is_the_one_its_key_names(monkeypatch, device):
+    """The planner prices a label set or run in bf16 exactly where its key says bf16 (one resolution for both)."""
+    monkeypatch.setattr(maskrcnn.torch.cuda, "is_available", lambda: False)
+    cfg = notebook_settings("benchmark_n", "08_coco_wan", "full")
+    recipe = plans.recipe(cfg, "/data")
+    training = plans.training(cfg, recipe, device)
+    planned_runs = {r.identity: r for r in cost.plan("08_coco_wan", cfg, {"data_dir": "/data", "device": device})}
+    keyed = {}  # identity -> the SAM precision its key names (None: none, fp32)
+    for label_set in plans.weak_label_sets(cfg):
+        params = plans.weak_params(cfg, "/data", recipe, **label_set, device=device)
+        keyed[plans.logged_key(plans.WEAK_KIND, params)] = params["annotator"].get("precision")
+    for seed in cfg.seeds:
+        params = plans.text_params(cfg, "/data", recipe, seed, device=device)
+        keyed[plans.logged_key(plans.TEXT_KIND, params)] = params["noise"]["options"].get("precision")
+    for spec in plans.model_specs("08_coco_wan", cfg, "/data"):
+        if spec.noise.sam:
+            params = runs._params(recipe, spec, training, runs.data_names(recipe))
+            keyed[runs.run_key(recipe, spec, training, runs.data_names(recipe))] = \
+                params["spec"]["noise"]["options"].get("precision")
+    assert len(keyed) == 9 + 1 + 4 and set(keyed) <= set(planned_runs)
+    for identity, named in keyed.items():
+        sam = {w.workload.precision for w in planned_runs[identity].work
+               if w.workload is not None and w.workload.arch == "sam_vit_h"}
+        assert sam == {"bf16" if named else "fp32"} and named in (None, "bf16")
+    assert {named for named in keyed.values()} == {"bf16" if device == "cuda" else None}
+
+
+def test_a_weak_noise_is_priced_in_its_own_precision(monkeypatch):
+    monkeypatch.setattr(maskrcnn.torch.cuda, "is_available", lambda: False)
+    cfg = notebook_settings("benchmark_n", "08_coco_wan", "full")
+    recipe = plans.recipe(cfg, "/data")
+    n = cost.sizes(recipe)
+
+    def priced(options, device):
+        noise = runs.TrainNoise("weak", tier="easy", options=options)
+        return [w.workload and w.workload.precision for w in cost.noise_work(noise, cfg, recipe, n, device)]
+
+    assert priced({"annotator": "sam", "precision": "fp32"}, "cuda") == ["fp32"]
+    assert priced({"annotator": "sam"}, "cuda") == priced({"annotator": "sam", "precision": "bf16"}, "cpu") == ["bf16"]
+    assert priced({"annotator": "sam"}, "cpu") == ["fp32"]
+    assert priced({"annotator": "grabcut"}, "cuda") == [None]
+    with pytest.raises(ConfigError, match="must be one of"):
+        priced({"annotator": "sam", "precision": "fp16"}, "cuda")
+
+
+@pytest.mark.parametrize("device, named", [("cuda", "bf16"), ("cpu", None)])
+def test_the_label_sets_page_08_logs_are_the_planned_ones(tmp_path, monkeypatch, cache_dir, device, named):
+    """Page 08 run with SAM (a stand-in that records how it is loaded) on ``device``: it loads SAM on that device with
+    the annotator_precision setting, and logs the label sets under the planned keys, bf16 named on CUDA only."""
+    from benchmark_n import model_pages, wan
+    from benchmark_n.model_pages import WeakAnnotations
+
+    monkeypatch.setattr(maskrcnn.torch.cuda, "is_available", lambda: False)  # device cuda is a name here
+    log = tmp_path / "runs.jsonl"
+    monkeypatch.setenv(runlog.ENV, str(log))
+    loads = []
+
+    def load_sam(checkpoint=None, model_type=None, device=None, precision="auto"):
+        loads.append((checkpoint, device, precision))
+        return wan.GrabCutAnnotator()  # SAM's masks do not matter here: how the page asks for them and logs them
+
+    monkeypatch.setattr(wan, "load_sam", load_sam)
+    monkeypatch.setattr(model_pages, "finetune_grid", lambda *args, **kwargs: [])  # trains on the page's device
+    settings = {"annotator": "sam", "n_train": 8, "n_val": 3, "example_images": 2,
+                "prompts": ["box", "point_center_bbox"], "text": {"detector": "stand_in", "hparams": {"epochs": 1}}}
+    page = WeakAnnotations("smoke", device=device, settings=settings, out_dir=tmp_path / "out")
+    page.prompt_quality()  # Table 4, with the text prompt's row
+    page.figure()
+    page.table14()
+    cfg = notebook_settings("benchmark_n", "08_coco_wan", "smoke", settings)
+    assert len(loads) == 1 + 1 + 2 + 2 and set(loads) == {(plans.sam_checkpoint(cfg), device, "auto")}
+    planned_runs = cost.plan("08_coco_wan", cfg, {"data_dir": None, "device": device})
+    expected = {(r.kind, r.identity) for r in planned_runs if r.kind in (plans.WEAK_KIND, plans.TEXT_KIND)}
+    # 2 prompts, 2 figure panels, Table 14's noisy zero-shot (its clean one is Table 4's box), the text prompt
+    assert _logged(log) == expected and len(expected) == 2 + 2 + 1 + 1
+    recipe = plans.recipe(cfg)
+    params = [plans.weak_params(cfg, None, recipe, **s, device=device) for s in plans.weak_label_sets(cfg)]
+    assert {p["annotator"].get("precision") for p in params} == {named}
+    # fp32 keys are those of annotator_precision fp32 on any device: the keys of before the setting
+    fp32 = {plans.logged_key(plans.WEAK_KIND, plans.weak_params(
+        notebook_settings("benchmark_n", "08_coco_wan", "smoke", {**settings, "annotator_precision": "fp32"}),
+        None, recipe, **s, device="cuda")) for s in plans.weak_label_sets(cfg)}
+    assert (fp32 <= {key for _, key in expected}) == (named is None)
+    # the model runs: the planned keys are run_grid's for the page's specs and training (on its device)
+    cached = {r.identity for r in planned_runs if r.kind == CACHE_KIND}
+    assert cached == {runs.run_key(page.recipe, spec, page.training) for spec in page.specs()}
+
+
 class _Images:
     def __init__(self, sizes):
         self.entries = [{"width": w, "height": h} for w, h in sizes]
@@ -135,10 +282,13 @@ def test_tiny_steps_and_camus_steps():
     work = cost.train_work(spec, plans.training(tiny, plans.recipe(tiny)), n)
     # 8 epochs of ceil(112 / 8) steps; losses after epochs 1, 3, 6 and 8, 7 batches of 16 each; 3 val batches
     assert [w.steps for w in work] == [8 * 14, 4 * 7, 3]
+    # the no-grad passes are priced by the images they hold (shared.cost.Work.rows), the training steps as full
+    assert [w.rows for w in work] == [None, 4 * 112, 40]
     camus_runs = planned("09_camus_ef")
     # CAMUS: 500 patients, 375 train (750 frames), 15 epochs of batch 8, 125 test patients in batches of 32
     assert [w.steps for w in camus_runs[0].work if w.workload is not None] == [15 * math.ceil(750 / 8),
                                                                                 math.ceil(250 / 32)]
+    assert [w.rows for w in camus_runs[0].work if w.workload is not None] == [None, 250]
 
 
 def test_model_run_identities_are_the_cache_keys(monkeypatch):

@@ -191,6 +191,26 @@ def test_sams_weights_are_looked_for_under_the_pages_data_dir(tmp_path):
     assert WeakAnnotations("smoke", out_dir=tmp_path / "out").sam_checkpoint is None  # GrabCut, tiny fine-tune
 
 
+def test_sam_follows_the_pages_device_and_annotator_precision_setting(tmp_path):
+    from benchmark_n.model_pages import WeakAnnotations
+
+    full = WeakAnnotations("full", data_dir=tmp_path, device="cuda", out_dir=tmp_path / "out")
+    assert full.cfg.annotator_precision == "auto"  # the profile's default, written out
+    assert full.annotator_args == {"annotator": "sam", "checkpoint": full.sam_checkpoint, "precision": "auto",
+                                   "device": "cuda"}
+    official = WeakAnnotations("full", data_dir=tmp_path, device="cpu", settings={"annotator_precision": "fp32"},
+                               out_dir=tmp_path / "out")
+    assert official.annotator_args["precision"] == "fp32" and official.annotator_args["device"] == "cpu"
+    weak = [s.noise for s in official.specs() if s.noise.kind in ("weak", "text")]
+    assert weak and all(dict(n.options)["precision"] == "fp32" for n in weak)  # the runs' SAM: the same setting
+    smoke = WeakAnnotations("smoke", device="cuda", settings={"annotator_precision": "bf16"}, out_dir=tmp_path)
+    assert smoke.cfg.annotator_precision == "bf16" and smoke.annotator_args == {"annotator": "grabcut"}  # no SAM
+    for profile in ("smoke", "full"):
+        with pytest.raises(ConfigError, match="annotator_precision='fp16' is invalid; it must be one of auto, bf16, "
+                                              "fp32"):
+            WeakAnnotations(profile, settings={"annotator_precision": "fp16"}, out_dir=tmp_path)  # before any run
+
+
 def test_the_text_prompt_setting_is_checked_before_anything_trains(tmp_path):
     from benchmark_n.model_pages import WeakAnnotations
 

@@ -179,6 +179,114 @@ def test_executor_jobs_train_the_precision_keyed_where_they_are_submitted(monkey
     assert cuda.hparams == {"precision": "bf16"} and cuda.key() == Training("torchvision", {}, "cuda").key()
 
 
+def _sam_noise(kind="weak", **options):
+    base = {"annotator": "sam", "checkpoint": "/w/sam_vit_h_4b8939.pth", **options}
+    if kind == "text":
+        return TrainNoise("text", "stand_in", options={**base, "score_threshold": 0.0,
+                                                       "detector_options": {"hparams": {"epochs": 1}}})
+    return TrainNoise("weak", tier="easy", options=base)
+
+
+@pytest.mark.parametrize("kind", ["weak", "text"])
+def test_sam_precision_keys_bf16_noise_apart_and_leaves_fp32_and_grabcut_keys_as_they_were(monkeypatch, kind):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    before = _sam_noise(kind)  # the options of a SAM noise before the precision option existed
+    fp32 = [before.key("cpu"), before.key("auto"), before.key(None), _sam_noise(kind, precision="auto").key("cpu"),
+            _sam_noise(kind, precision="fp32").key("cpu"), _sam_noise(kind, precision="fp32").key("cuda")]
+    assert all(key == fp32[0] for key in fp32) and "precision" not in fp32[0]["options"]
+    assert fp32[0]["options"]["checkpoint"] == {"name": "sam_vit_h_4b8939.pth", "bytes": None}
+    bf16 = [before.key("cuda"), before.key("cuda:1"), _sam_noise(kind, precision="auto").key(torch.device("cuda")),
+            _sam_noise(kind, precision="bf16").key("cpu")]
+    assert all(key == {**fp32[0], "options": {**fp32[0]["options"], "precision": "bf16"}} for key in bf16)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # "auto" on a machine with a GPU
+    assert before.key() == before.key("auto") == bf16[0] and before.key("cpu") == fp32[0]
+    # GrabCut: no precision, the same key on every device
+    grabcut = TrainNoise("weak", tier="easy", options={"annotator": "grabcut"})
+    assert grabcut.key("cuda") == grabcut.key("cpu") == grabcut.key() and grabcut.sam_precision("cuda") is None
+    assert grabcut.pinned("cuda") is grabcut
+    # the run keys: the noise keyed against the training's device, the rest as before
+    recipe = DataRecipe("coco2017", dataset_dir="coco", data_dir="/data")
+    names = runs_module.data_names(recipe)
+    spec = RunSpec(before, 0)
+
+    def run_key(noise, device):
+        return runs_module.run_key(recipe, RunSpec(noise, 0), Training("tiny", {}, device), names)
+
+    assert run_key(before, "cpu") == run_key(_sam_noise(kind, precision="fp32"), "cuda") == \
+        run_key(_sam_noise(kind, precision="auto"), "cpu")
+    assert run_key(before, "cuda") == run_key(_sam_noise(kind, precision="bf16"), "cpu") != run_key(before, "cpu")
+    assert runs_module._params(recipe, spec, Training("tiny", {}, "cpu"), names)["spec"]["noise"] == fp32[0]
+    with pytest.raises(ConfigError, match="must be one of auto, bf16, fp32"):
+        _sam_noise(kind, precision="fp16").key("cpu")
+
+
+def test_sam_draws_on_the_training_device_in_the_noise_precision(monkeypatch, cache_dir):
+    from benchmark_n import wan
+
+    loads = []
+
+    def load_sam(checkpoint=None, model_type=None, device=None, precision="auto"):
+        loads.append((device, precision))
+        return wan.GrabCutAnnotator()
+
+    monkeypatch.setattr(wan, "load_sam", load_sam)
+    train, _ = load_pair(TINY)
+    for kind in ("weak", "text"):
+        loads.clear()
+        _sam_noise(kind, precision="bf16").draw(train, 0, TINY, device="cuda")
+        assert loads == [("cuda", "bf16")], kind
+        _sam_noise(kind).draw(train, 0, TINY)  # no device: load_sam's default (auto), as the key's default
+        assert loads[-1] == (None, "auto") and len(loads) == 2
+    loads.clear()
+    TrainNoise("weak", tier="easy", options={"annotator": "grabcut"}).draw(train, 0, device="cuda")  # no device there
+    assert loads == []
+    torch.set_num_threads(1)
+    run_grid(TINY, [RunSpec(_sam_noise(), 0)], Training("tiny", {"epochs": 1}, "cpu"))
+    assert loads == [("cpu", "auto")]  # the run's device (a run keyed on "cpu" draws on the CPU)
+
+
+def test_executor_jobs_draw_sams_labels_in_the_precision_keyed_where_they_are_submitted(monkeypatch, cache_dir):
+    """A CPU login node keys a SAM noise's "auto" as fp32 on device "auto"; its jobs on GPU nodes must label in fp32."""
+    from benchmark_n import wan
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    specs = [RunSpec(_sam_noise(), 0), RunSpec(_sam_noise("text"), 0), RunSpec(TrainNoise(), 0)]
+    for slurm in ("slurm", {"kind": "slurm", "partition": "gpu"}, SimpleNamespace(kind="slurm")):
+        with pytest.warns(UserWarning, match="annotator_precision"):
+            pinned = runs_module.jobs_specs(specs, "auto", slurm)
+        with pytest.warns(UserWarning, match="device cuda"):  # the backend's warning reads a mapping too
+            runs_module.jobs_training(Training("torchvision", {}, "auto"), slurm)
+    assert [dict(s.noise.options).get("precision") for s in pinned] == ["fp32", "fp32", None]
+    assert pinned[2] == specs[2]  # no SAM: as it was
+    keys = [s.noise.key("auto") for s in specs]
+    assert [s.noise.key("auto") for s in pinned] == keys
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # what the job's machine would resolve
+    assert [s.noise.key("auto") for s in pinned] == keys != [s.noise.key("auto") for s in specs]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # local jobs run here; a named device resolves the same everywhere
+        assert runs_module.jobs_specs(specs, "auto", {"kind": "local"}) == pinned
+        on_gpu = runs_module.jobs_specs(specs, "cuda", "slurm")
+        assert runs_module.jobs_specs(specs[2:], "auto", "slurm") == specs[2:]  # no SAM: nothing to warn of
+    assert [dict(s.noise.options).get("precision") for s in on_gpu] == ["bf16", "bf16", None]
+    assert [s.noise.key("cuda") for s in on_gpu] == [s.noise.key("cuda") for s in specs]
+    # run_grid's jobs get the pinned noise and store the run under the key looked up here
+    loads = []
+
+    def load_sam(checkpoint=None, model_type=None, device=None, precision="auto"):
+        loads.append((device, precision))
+        return wan.GrabCutAnnotator()
+
+    monkeypatch.setattr(wan, "load_sam", load_sam)
+    torch.set_num_threads(1)
+    cache = ArtifactCache(cache_dir)
+    spec, training = RunSpec(_sam_noise(), 0), Training("tiny", {"epochs": 1}, "auto")
+    run_grid(TINY, [spec], training, cache=cache, executor={"kind": "debug"})
+    assert loads == [("auto", "fp32")]  # drawn once, in the job, with the precision resolved here
+    run_grid(TINY, [spec], training, cache=cache)
+    assert len(loads) == 1  # read from the cache: the job stored it under this key
+
+
 def test_unknown_backend_or_hyperparameter_is_refused():
     with pytest.raises(ConfigError, match="backend"):
         Training("detectron")

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import cv2
 import numpy as np
 import pytest
+import torch
 from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 from skimage.segmentation import flood
@@ -17,6 +18,7 @@ from benchmark_n.metrics import iou
 from benchmark_n.noise import noise_dataset
 from benchmark_n.shapes import generate_shapes, preset
 from benchmark_n.sources import Annotations
+from benchmark_n import wan
 from benchmark_n.wan import (
     NOT_PER_INSTANCE, INSTANCE_PROMPTS, PROMPTS, QUALITY_COLUMNS, WAN_TIERS, SamAnnotator, flood_point, grabcut_box, load_sam,
     make_prompt, prompt_quality, tight_box, weak_dataset, weak_tier,
@@ -350,6 +352,184 @@ def test_load_sam_reads_the_model_type_from_the_checkpoint_name(tmp_path, monkey
     assert isinstance(annotator.predictor, segment_anything.SamPredictor)
     with pytest.raises(ConfigError, match="valid SAM model types"):
         load_sam(path, model_type="vit_x")
+
+
+# ------------------------------------------------------------------------------------------------ SAM precision
+class _Encoder(torch.nn.Module):
+    """A stand-in for SAM's image encoder: one linear layer; records the dtype it computed in."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(3, 8)
+        self.dtypes = []
+
+    def forward(self, x):
+        out = self.proj(x)
+        self.dtypes.append(out.dtype)
+        return out
+
+
+class _Predictor:
+    """SamPredictor's interface without segment_anything: ``set_image`` calls ``model.image_encoder`` and keeps its
+    output as ``features``, as ``set_torch_image`` does; ``predict`` returns the box (or the point) as the best mask."""
+
+    def __init__(self):
+        self.model = SimpleNamespace(image_encoder=_Encoder())
+        self.features, self.shape = None, None
+
+    def set_image(self, image):
+        self.shape = image.shape[:2]
+        self.features = self.model.image_encoder(torch.as_tensor(image, dtype=torch.float32).reshape(-1, 3) / 255)
+
+    def predict(self, box=None, point_coords=None, point_labels=None, multimask_output=True):
+        masks = np.zeros((2, *self.shape), bool)
+        if box is not None:
+            x0, y0, x1, y1 = np.asarray(box).astype(int)
+            masks[0, y0:y1 + 1, x0:x1 + 1] = True
+        else:
+            x, y = np.asarray(point_coords[0]).astype(int)
+            masks[0, y, x] = True
+        return masks, np.array([0.9, 0.1]), None
+
+
+FP32_SETTINGS = {"checkpoint": None, "model_type": None, "multimask_output": True, "choice": "argmax(scores)"}
+
+
+def test_sam_precision_auto_is_bf16_on_cuda_only_as_mask_rcnns(monkeypatch):
+    from benchmark_n import maskrcnn
+
+    assert list(wan.PRECISIONS) == list(maskrcnn.PRECISIONS) == ["auto", "bf16", "fp32"]
+    resolve = wan.resolved_precision
+    assert [resolve("auto", d) for d in ("cpu", torch.device("cpu"), "cuda", "cuda:1", torch.device("cuda", 0))] == \
+        ["fp32", "fp32", "bf16", "bf16", "bf16"]  # a name decides: a planner may ask about "cuda" on a CPU machine
+    assert resolve("bf16", "cpu") == "bf16" and resolve("fp32", "cuda") == "fp32"
+    for available in (False, True):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda available=available: available)
+        assert resolve("auto", "auto") == resolve("auto", None) == ("bf16" if available else "fp32")
+    for bad in ("fp16", "half", None):
+        with pytest.raises(ConfigError, match="must be one of auto, bf16, fp32"):
+            resolve(bad, "cuda")
+    with pytest.raises(ConfigError, match="unknown device"):
+        resolve("auto", "tpu")
+
+
+def test_bf16_autocasts_only_the_image_encoder_and_hands_on_float32_features(shapes6):
+    predictor = _Predictor()
+    encoder = predictor.model.image_encoder
+    annotator = SamAnnotator(predictor, precision="bf16")  # on any device, the CPU included
+    assert annotator.precision == "bf16"
+    weak = weak_dataset(shapes6, "box", annotator=annotator)
+    assert encoder.dtypes == [torch.bfloat16] * 6  # one forward per image, under bf16 autocast
+    assert predictor.features.dtype == torch.float32  # what the prompt encoder and mask decoder receive
+    assert "forward" not in encoder.__dict__ and type(encoder).forward is _Encoder.forward  # restored each time
+    assert weak.manifest["annotator_settings"] == {**FP32_SETTINGS, "precision": "bf16"}
+    # the decoder's side (here: the predictor's predict) ran as in fp32: the same labels
+    fp32 = weak_dataset(shapes6, "box", annotator=SamAnnotator(_Predictor(), precision="fp32"))
+    assert weak.dataset == fp32.dataset
+
+
+def test_fp32_and_auto_on_the_cpu_leave_sam_and_its_manifest_as_they_were(shapes6):
+    manifests = []
+    for options in ({}, {"precision": "auto"}, {"precision": "fp32"}):
+        predictor = _Predictor()
+        annotator = SamAnnotator(predictor, **options)
+        assert annotator.precision == "fp32" and annotator.settings() == FP32_SETTINGS  # the settings of before
+        weak = weak_dataset(shapes6, "point_center_bbox", annotator=annotator)
+        assert predictor.model.image_encoder.dtypes == [torch.float32] * 6
+        manifests.append(weak.manifest)
+    assert manifests[0] == manifests[1] == manifests[2]
+    assert manifests[0]["annotator_settings"] == FP32_SETTINGS
+
+
+def test_auto_resolves_against_the_device_the_image_encoder_is_on(monkeypatch):
+    monkeypatch.setattr(wan, "_module_device", lambda module: torch.device("cuda", 0))  # an encoder on a GPU
+    on_gpu = SamAnnotator(_Predictor())
+    assert on_gpu.precision == "bf16" and on_gpu.settings() == {**FP32_SETTINGS, "precision": "bf16"}
+    official = SamAnnotator(_Predictor(), precision="fp32")
+    assert official.precision == "fp32" and official.settings() == FP32_SETTINGS
+
+
+def test_encoder_autocast_restores_the_forward_after_an_error_and_inside_an_outer_wrapper():
+    encoder, x = _Encoder(), torch.ones(2, 3)
+    state = {k: v.clone() for k, v in encoder.state_dict().items()}
+    with wan.encoder_autocast(encoder, "fp32"):  # fp32: nothing is wrapped
+        assert "forward" not in encoder.__dict__ and encoder(x).dtype == torch.float32
+    with pytest.raises(RuntimeError, match="inside"):
+        with wan.encoder_autocast(encoder, "bf16"):
+            assert "forward" in encoder.__dict__
+            raise RuntimeError("inside")
+    assert "forward" not in encoder.__dict__
+    outer = lambda inputs: 2 * encoder.proj(inputs)  # noqa: E731  an instance forward set by someone else
+    encoder.forward = outer
+    with wan.encoder_autocast(encoder, "bf16"):
+        out = encoder(x)
+    assert encoder.__dict__["forward"] is outer and out.dtype == torch.float32
+    assert torch.allclose(out, 2 * encoder.proj(x), rtol=0.02, atol=0.02)  # bf16: 8 significant bits
+    assert encoder.state_dict().keys() == state.keys()
+    assert all(torch.equal(v, state[k]) for k, v in encoder.state_dict().items())  # weights stay fp32, untouched
+    with pytest.raises(ConfigError, match="resolved precision"):
+        with wan.encoder_autocast(encoder, "auto"):
+            pass
+
+
+def test_precision_errors_name_the_choices(tmp_path, shapes6):
+    bare = SimpleNamespace(set_image=lambda image: None, predict=lambda **kwargs: None)  # no model.image_encoder
+    assert SamAnnotator(bare).precision == "fp32" and SamAnnotator(bare).settings() == FP32_SETTINGS
+    with pytest.raises(ConfigError, match="image_encoder"):
+        SamAnnotator(bare, precision="bf16")
+    with pytest.raises(ConfigError, match="must be one of"):
+        SamAnnotator(_Predictor(), precision="fp16")
+    with pytest.raises(ConfigError, match="must be one of"):  # before the (absent) checkpoint is looked for
+        load_sam(tmp_path / "nowhere.pth", precision="fp16")
+    with pytest.raises(ConfigError, match="must be one of"):
+        weak_dataset(shapes6, "box", annotator="sam", checkpoint=tmp_path / "nowhere.pth", precision="half")
+
+
+def test_load_sam_and_make_annotator_pass_the_precision_on(tmp_path, monkeypatch, tiny_sam):
+    pytest.importorskip("segment_anything")
+    import segment_anything
+
+    monkeypatch.setitem(segment_anything.sam_model_registry, "vit_b", lambda checkpoint=None: tiny_sam())
+    path = tmp_path / "sam_vit_b_01ec64.pth"
+    path.write_bytes(b"")
+    assert load_sam(path, device="cpu").precision == "fp32"  # auto on the CPU
+    assert load_sam(path, device="cpu", precision="bf16").settings()["precision"] == "bf16"
+    made = wan.make_annotator("sam", path, device="cpu", precision="bf16")
+    assert made.precision == "bf16" and "forward" not in made.predictor.model.image_encoder.__dict__
+
+
+def test_load_sam_takes_the_pages_device_names(tmp_path, monkeypatch, tiny_sam):
+    """Page 08 passes its device parameter ("auto", "cpu", "cuda"): "auto" is this machine's CUDA if it has one, and
+    CUDA asked for where there is none is a ConfigError, not SAM moved to the CPU or a failure in a kernel."""
+    pytest.importorskip("segment_anything")
+    import segment_anything
+
+    monkeypatch.setitem(segment_anything.sam_model_registry, "vit_b", lambda checkpoint=None: tiny_sam())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    path = tmp_path / "sam_vit_b_01ec64.pth"
+    path.write_bytes(b"")
+    for device in ("auto", None, "cpu", torch.device("cpu")):
+        sam = load_sam(path, device=device)
+        assert sam.precision == "fp32" and sam.predictor.model.device.type == "cpu"
+    assert wan.make_annotator("sam", path, device="auto", precision="auto").precision == "fp32"
+    for device in ("cuda", "cuda:1"):
+        with pytest.raises(ConfigError, match="CUDA is not available"):
+            load_sam(path, device=device)
+    with pytest.raises(ConfigError, match="unknown device"):
+        load_sam(path, device="tpu")
+
+
+def test_a_real_sam_predictor_in_bf16_gives_float32_features_close_to_fp32(shapes6, tiny_sam_predictor):
+    features = {}
+    for precision in ("fp32", "bf16"):
+        predictor = tiny_sam_predictor()  # segment_anything's SamPredictor around a tiny Sam (skips without it)
+        weak = weak_dataset(shapes6, "box", annotator=SamAnnotator(predictor, precision=precision))
+        features[precision] = predictor.features
+        assert predictor.features.dtype == torch.float32 and len(predictor.calls) == len(shapes6.dataset["annotations"])
+        assert "forward" not in predictor.model.image_encoder.__dict__
+        assert weak.manifest["annotator_settings"].get("precision") == (None if precision == "fp32" else "bf16")
+    error = (features["bf16"] - features["fp32"]).abs().max() / features["fp32"].abs().max()
+    assert 0 < error < 0.05  # bf16 ran (not bitwise fp32), with bf16's rounding only
 
 
 # ------------------------------------------------------------------------------------------------ prompt quality
