@@ -6,7 +6,7 @@ from ciln.splits import gu_five_way_split
 from ciln.voters import parse_pool, train_voter
 from shared.cache import ArtifactCache
 from shared.datasets import load_dataset
-from shared.errors import ConfigError, DataNotFoundError
+from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 from shared.profiles import Settings
 
 
@@ -19,6 +19,14 @@ def test_gu_split_sizes_and_disjointness():
     assert all(np.all(np.diff(v) > 0) for v in parts.values())
     assert np.bincount(y[parts["nlt"]]).tolist() == [225] * 10  # stratified
     assert all(np.array_equal(parts[k], gu_five_way_split(y)[k]) for k in parts)
+
+
+def test_five_way_split_of_too_few_rows_names_the_smallest_class():
+    """A class too small for the halved validation part is a DataFormatError naming it and the fix, not sklearn's."""
+    y = np.repeat(np.arange(4), [40, 40, 40, 5])
+    with pytest.raises(DataFormatError, match="class 3: 5.*use more training rows"):
+        gu_five_way_split(y)
+    assert sum(map(len, gu_five_way_split(np.repeat(np.arange(4), 40)).values())) == 160
 
 
 def toy_benchmark() -> Benchmark:
