@@ -73,6 +73,9 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("sgd", "sgd_nesterov", "adam", "adamw")  # shared.training.make_optimizer's names
 FLOPS_VERSION = 1  # bump when a family's step changes what FlopCounterMode sees (invalidates the FLOPs cache)
 FLOPS_CACHE_FILE = "workload-flops.json"
+#: counts committed with the code (``commit_flops``), so that a fresh checkout prices the profiles without counting;
+#: a key missing from it is counted and cached as before
+COMMITTED_FLOPS_FILE = Path(__file__).resolve().parent / "calibration" / "flops.json"
 _NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")  # arch names and string option values: nothing the key grammar uses
 
 
@@ -1270,11 +1273,27 @@ _COMMITTED: dict[str, float] | None = None
 
 
 def _committed_flops() -> dict[str, float]:
-    """``flops_per_step`` of the calibration files in ``shared/calibration/`` (read once per process)."""
+    """``flops_per_step`` of the calibration files in ``shared/calibration/``, then the committed table of counts
+    (``COMMITTED_FLOPS_FILE``) for the workloads no calibration measured (read once per process)."""
     global _COMMITTED
     if _COMMITTED is None:
         _COMMITTED = _calibration_flops(sorted(CALIBRATION_DIR.glob("*.yaml")))
+        for key, value in _read_json(COMMITTED_FLOPS_FILE).items():
+            if isinstance(value, (int, float)) and value > 0:
+                _COMMITTED.setdefault(key, float(value))
     return _COMMITTED
+
+
+def commit_flops(source: Path | None = None, target: Path | None = None) -> int:
+    """Merge the FLOP counts of the cache (``flops_cache_path()``, or ``source``) into the committed table
+    (``COMMITTED_FLOPS_FILE``): every workload a plan has counted here is then known to a fresh checkout, whose
+    first ``python -m shared.cost --profile full`` (and the book's cost page) would otherwise count about a hundred
+    transformer shapes on the CPU, minutes of work. Returns the entries added."""
+    target = target or COMMITTED_FLOPS_FILE
+    table = _read_json(target)
+    new = {k: v for k, v in _read_json(source or flops_cache_path()).items() if k not in table}
+    _write_json_atomic(target, {"version": FLOPS_VERSION, "flops": {**table, **new}})
+    return len(new)
 
 
 def _calibration_flops(paths: Iterable[Path]) -> dict[str, float]:

@@ -72,3 +72,30 @@ def test_rows_the_steps_cannot_hold_are_refused(infer):
         Work(None, 0, 10, rows=10)
     with pytest.raises(ValueError):
         batched(infer, -1)
+
+
+def test_a_fresh_checkout_reads_committed_flop_counts_instead_of_counting(tmp_path, monkeypatch):
+    """commit_flops merges the cache's counts into the committed table; a process with an empty cache then prices
+    from the table and never counts (counting a transformer shape on the CPU takes seconds to minutes)."""
+    from shared import workloads as W
+
+    w = Workload("cifar_resnet", "resnet20", "infer", 64, (3, 32, 32))
+    counted = tmp_path / "counted.json"
+    W._write_json_atomic(counted, {"version": W.FLOPS_VERSION, "flops": {w.key: 123.0}})
+    table = tmp_path / "flops.json"
+    assert W.commit_flops(counted, table) == 1 and W.commit_flops(counted, table) == 0  # merged once
+    monkeypatch.setattr(W, "COMMITTED_FLOPS_FILE", table)
+    monkeypatch.setattr(W, "_COMMITTED", None)
+    monkeypatch.setenv("NOISY_CACHE_DIR", str(tmp_path / "empty-cache"))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("counted although the committed table has the workload")
+
+    monkeypatch.setattr(W, "_count_anywhere", refuse)
+    assert W.flops(w) == 123.0
+    stale = tmp_path / "stale.json"
+    W._write_json_atomic(stale, {"version": W.FLOPS_VERSION + 1, "flops": {w.key: 5.0}})  # another FLOPs version
+    monkeypatch.setattr(W, "COMMITTED_FLOPS_FILE", stale)
+    monkeypatch.setattr(W, "_COMMITTED", None)
+    with pytest.raises(AssertionError, match="counted"):
+        W.flops(w)
