@@ -49,6 +49,7 @@ run is keyed apart from the fp32 one (``key_hparams``).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import Counter
 from contextlib import contextmanager
@@ -65,10 +66,11 @@ from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
 
 from benchmark_n.coco import ann_to_mask, ann_to_rle, mask_to_rle
 from benchmark_n.tiny_seg import LOSSES, pixel_loss
-from shared.device import select_device
+from shared.device import device_type, select_device
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 from shared.progress import progress
 from shared.seeding import seed_everything
+from shared.training import as_float32, autocast_forward
 
 #: hyperparameters of ``fit_predict``: mmdet's ``mask-rcnn_r50_fpn_1x_coco`` (lr None: 0.02 * batch_size / 16)
 DEFAULTS = {"epochs": 12, "batch_size": 16, "lr": None, "momentum": 0.9, "weight_decay": 1e-4, "warmup_iters": 500,
@@ -142,15 +144,9 @@ def check_hparams(hp: dict) -> dict:
 
 def on_cuda(device) -> bool:
     """Whether ``device`` (a torch.device, or "auto", "cpu", "cuda", "cuda:N" as ``select_device`` takes it) is a
-    CUDA device; "auto" (or None) is, where this machine has one. A name alone decides, so a planner may ask about
-    "cuda" on a machine without it."""
-    if isinstance(device, torch.device):
-        return device.type == "cuda"
-    if device in (None, "auto"):
-        return torch.cuda.is_available()
-    if device == "cpu" or str(device).startswith("cuda"):
-        return str(device).startswith("cuda")
-    raise ConfigError(f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'")
+    CUDA device; "auto" (or None) is, where this machine has one (``shared.device.device_type``: a name alone
+    decides, so a planner may ask about "cuda" on a machine without it)."""
+    return device_type(device) == "cuda"
 
 
 def resolved_precision(hp: dict, device) -> str:
@@ -181,47 +177,18 @@ def pin_hparams(hp: dict, device) -> dict:
     return {**hp, "precision": resolved_precision(hp, device)}
 
 
-def _float32(value):
-    """``value`` with every floating tensor in it (nested in tuples, lists, dicts) cast to float32."""
-    if isinstance(value, torch.Tensor):
-        return value.float() if value.is_floating_point() else value
-    if isinstance(value, dict):
-        return type(value)((k, _float32(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return type(value)(_float32(v) for v in value)
-    return value
-
-
 @contextmanager
 def mixed_precision(model: MaskRCNN, precision: str, device):
-    """Within the block, the forward of each of ``model``'s ``NETWORKS`` runs under ``torch.autocast(device.type,
-    dtype=torch.bfloat16)`` and returns float32 tensors, when ``precision`` is "bf16"; "fp32" leaves the model alone.
-    The forwards are instance attributes shadowing the class's, restored on exit (the state dict is unchanged).
-    Not thread-safe, like ``box_classification_loss``."""
+    """Within the block, the forward of each of ``model``'s ``NETWORKS`` runs under bf16 autocast and returns float32
+    tensors (``shared.training.autocast_forward``), when ``precision`` is "bf16"; "fp32" leaves the model alone.
+    The state dict is unchanged. Not thread-safe, like ``box_classification_loss``."""
     if precision == "fp32":
         yield
         return
-    device_type = torch.device(device).type
-
-    def autocast(forward):
-        def run(*args, **kwargs):
-            with torch.autocast(device_type, dtype=torch.bfloat16):
-                out = forward(*args, **kwargs)
-            return _float32(out)
-        return run
-
-    modules = [model.get_submodule(name) for name in NETWORKS]
-    before = [module.__dict__.get("forward") for module in modules]  # None: the class's (an outer block's otherwise)
-    for module in modules:
-        module.forward = autocast(module.forward)
-    try:
+    with contextlib.ExitStack() as stack:
+        for name in NETWORKS:
+            stack.enter_context(autocast_forward(model.get_submodule(name), torch.device(device).type))
         yield
-    finally:
-        for module, forward in zip(modules, before):
-            if forward is None:
-                del module.forward
-            else:
-                module.forward = forward
 
 
 # ------------------------------------------------------------------------------------------------ schedule and loss
@@ -418,7 +385,7 @@ def predict(model: MaskRCNN, data, category_ids: list[int], device, batch_size: 
         with mixed_precision(model, precision, device):
             outs = model([_tensor(data.image(e["id"], required=True)).to(device) for e in chunk])
         for entry, out in zip(chunk, outs):
-            out = _float32(out)  # already float32 (the postprocessing runs outside autocast); a cheap guarantee
+            out = as_float32(out)  # already float32 (the postprocessing runs outside autocast); a cheap guarantee
             masks = (out["masks"][:, 0] > 0.5).cpu().numpy()
             for (x1, y1, x2, y2), label, score, mask in zip(out["boxes"].tolist(), out["labels"].tolist(),
                                                             out["scores"].tolist(), masks):

@@ -357,12 +357,13 @@ def _check_precision(precision) -> str:
 
 
 def resolved_precision(precision: str, device) -> str:
-    """The precision SAM's image encoder runs in on ``device`` (as ``maskrcnn.on_cuda`` takes it: a torch.device,
-    or "auto", "cpu", "cuda", "cuda:N"): "fp32" or "bf16"; ``precision`` "auto" is bf16 on CUDA and fp32 elsewhere."""
+    """The precision SAM's image encoder runs in on ``device`` (as ``shared.device.device_type`` takes it: a
+    torch.device, or "auto", "cpu", "cuda", "cuda:N"): "fp32" or "bf16"; ``precision`` "auto" is bf16 on CUDA and
+    fp32 elsewhere."""
     if _check_precision(precision) == "auto":
-        from benchmark_n.maskrcnn import on_cuda  # torch: imported only where SAM's device is asked about
+        from shared.device import device_type  # torch: imported only where SAM's device is asked about
 
-        return "bf16" if on_cuda(device) else "fp32"
+        return "bf16" if device_type(device) == "cuda" else "fp32"
     return precision
 
 
@@ -383,34 +384,17 @@ def _module_device(module):
 
 @contextmanager
 def encoder_autocast(encoder, precision: str):
-    """Within the block, ``encoder``'s forward runs under ``torch.autocast(<its device's type>,
-    dtype=torch.bfloat16)`` and returns its floating tensor as float32, when ``precision`` is "bf16"; "fp32" leaves
-    it alone. The forward is an instance attribute shadowing the class's, restored on exit (the state dict is
-    unchanged), as ``maskrcnn.mixed_precision`` does. Not thread-safe."""
+    """Within the block, ``encoder``'s forward runs under bf16 autocast on its device and hands back float32
+    (``shared.training.autocast_forward``), when ``precision`` is "bf16"; "fp32" leaves it alone. Not thread-safe."""
     if precision == "fp32":
         yield
         return
     if precision != "bf16":
         raise ConfigError(f"encoder_autocast takes a resolved precision, fp32 or bf16, got {precision!r}")
-    import torch
+    from shared.training import autocast_forward  # torch: imported only where SAM runs
 
-    device_type = _module_device(encoder).type
-    forward = encoder.forward
-
-    def run(*args, **kwargs):
-        with torch.autocast(device_type, dtype=torch.bfloat16):
-            out = forward(*args, **kwargs)
-        return out.float() if isinstance(out, torch.Tensor) and out.is_floating_point() else out
-
-    before = encoder.__dict__.get("forward")  # None: the class's (an outer block's otherwise)
-    encoder.forward = run
-    try:
+    with autocast_forward(encoder, _module_device(encoder).type):
         yield
-    finally:
-        if before is None:
-            del encoder.forward
-        else:
-            encoder.forward = before
 
 
 class SamAnnotator:

@@ -56,6 +56,7 @@ from functools import lru_cache, partial
 import numpy as np
 
 from shared.cost import PlannedRun, Work, batched
+from shared.device import device_type
 from shared.errors import (
     ConfigError,
     DataFormatError,
@@ -91,14 +92,7 @@ def plan(notebook: str, cfg, params: dict) -> list[PlannedRun]:
 
 def on_cuda(device) -> bool:
     """Whether a notebook with this ``device`` parameter trains on CUDA ("auto": if this machine has a GPU)."""
-    device = str(device or "auto")
-    if device == "auto":
-        import torch
-
-        return torch.cuda.is_available()
-    if device == "cpu" or device.startswith("cuda"):
-        return device.startswith("cuda")
-    raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {device!r}")
+    return device_type(device) == "cuda"
 
 
 # ------------------------------------------------------------------------------------------ the notebooks

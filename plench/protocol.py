@@ -58,7 +58,7 @@ from plench.data import PLLDataset, load_pll_dataset, plench_split, pll_dataset_
 from plench.hparams import hparam_for, hparams_for
 from plench.selection import approximated_accuracy, covering_rate, oracle_accuracy
 from shared import sweep as runs
-from shared.device import select_device
+from shared.device import device_type, select_device
 from shared.errors import ConfigError, unknown_choice
 from shared.executor import executor_spec
 from shared.runlog import log_run
@@ -76,19 +76,6 @@ DEFAULT_PRECISION = "auto"
 
 
 # ------------------------------------------------------------------------------------------------ precision
-def device_type(device) -> str:
-    """"cuda" or "cpu" for a device setting ("auto", "cpu", "cuda", "cuda:N") or a torch.device. Unlike
-    ``shared.device.select_device`` it does not need CUDA here: the cost planner names runs for a GPU it is not on
-    ("auto" is this machine's: CUDA if available)."""
-    if isinstance(device, torch.device):
-        return device.type
-    if device in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cpu" or str(device).startswith("cuda"):
-        return "cpu" if device == "cpu" else "cuda"
-    raise ConfigError(f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'")
-
-
 def resolve_precision(precision: str, device, arch: str | None = None) -> str:
     """The precision a run with the setting ``precision`` trains in on ``device``: "bf16" or "fp32" ("auto": bf16
     for the image networks on CUDA, fp32 elsewhere and for the tabular MLP (``arch="mlp"``), whose steps are too

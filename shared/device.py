@@ -24,3 +24,17 @@ def select_device(device: str = "auto"):
         return torch.device("cpu")
     raise ConfigError(f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'")
 
+
+def device_type(device) -> str:
+    """"cuda" or "cpu" for a device setting ("auto" or None, "cpu", "cuda", "cuda:N") or a torch.device. Unlike
+    ``select_device`` it does not need CUDA here: a cost planner names the runs of a GPU it is not on, and a run
+    keyed on a CPU login node may train on a GPU node. "auto" is this machine's: CUDA if available."""
+    import torch
+
+    if isinstance(device, torch.device):
+        return device.type
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu" or str(device).startswith("cuda"):
+        return "cpu" if device == "cpu" else "cuda"
+    raise ConfigError(f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'")

@@ -11,6 +11,7 @@ selection is ``shared.methods`` (``make_method("erm", ...)`` is plain supervised
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Callable, Sequence
 
 import numpy as np
@@ -68,6 +69,42 @@ def amp_autocast(device: torch.device | str, enabled: bool):
     """``AMP_DTYPE`` autocast on ``device`` when ``enabled`` (callers enable it where their scaler is on, i.e. on
     CUDA only), a no-op context otherwise."""
     return torch.autocast(torch.device(device).type, dtype=AMP_DTYPE, enabled=enabled)
+
+
+def as_float32(value):
+    """``value`` with every floating tensor in it (nested in tuples, lists, dicts) cast to float32."""
+    if isinstance(value, torch.Tensor):
+        return value.float() if value.is_floating_point() else value
+    if isinstance(value, dict):
+        return type(value)((k, as_float32(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return type(value)(as_float32(v) for v in value)
+    return value
+
+
+@contextmanager
+def autocast_forward(module: nn.Module, device_type: str, dtype: torch.dtype = torch.bfloat16):
+    """Within the block, ``module``'s forward runs under ``torch.autocast(device_type, dtype)`` and hands back its
+    floating tensors as float32 (``as_float32``), so the code around it (box geometry, losses, a decoder) stays in
+    fp32: autocast for one network of a pipeline rather than the whole forward. The forward is an instance attribute
+    shadowing the class's, restored on exit (an outer block's wrapper too); the state dict is unchanged. Not
+    thread-safe."""
+    forward = module.forward
+
+    def run(*args, **kwargs):
+        with torch.autocast(device_type, dtype=dtype):
+            out = forward(*args, **kwargs)
+        return as_float32(out)
+
+    before = module.__dict__.get("forward")  # None: the class's
+    module.forward = run
+    try:
+        yield
+    finally:
+        if before is None:
+            del module.forward
+        else:
+            module.forward = before
 
 
 def make_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float = 0.0, momentum: float = 0.9):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from shared.device import select_device
+from shared.device import device_type, select_device
 from shared.errors import ConfigError
 from shared.seeding import item_rng, item_seed, seed_everything
 
@@ -59,3 +59,32 @@ def test_device_selection():
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="CUDA is not available here; use device='cpu'"):
             select_device("cuda")
+
+
+def test_device_type_names_cuda_without_needing_it_and_refuses_unknown_names(monkeypatch):
+    """A planner asks about "cuda" on a CPU machine (select_device would refuse); "auto" follows this machine."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert [device_type(d) for d in ("cuda", "cuda:1", "cpu", "auto", None, torch.device("cpu"))] == \
+        ["cuda", "cuda", "cpu", "cpu", "cpu", "cpu"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert device_type("auto") == "cuda"
+    with pytest.raises(ConfigError, match="unknown device 'tpu'"):
+        device_type("tpu")
+
+
+def test_autocast_forward_runs_one_module_in_bf16_hands_back_float32_and_restores_it():
+    from shared.training import autocast_forward
+
+    seen = []
+
+    class Net(torch.nn.Linear):
+        def forward(self, x):
+            out = super().forward(x)
+            seen.append((torch.is_autocast_enabled("cpu"), out.dtype))
+            return out
+
+    net, x = Net(4, 3), torch.randn(2, 4)
+    with autocast_forward(net, "cpu"):
+        out = net(x)
+    assert seen == [(True, torch.bfloat16)] and out.dtype == torch.float32
+    assert "forward" not in net.__dict__ and net(x).dtype == torch.float32 and seen[-1] == (False, torch.float32)

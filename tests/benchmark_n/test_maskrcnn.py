@@ -18,6 +18,7 @@ from benchmark_n.metrics import boundary_ap, coco_ap
 from benchmark_n.shapes import generate_shapes, preset
 from benchmark_n.sources import Annotations
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
+from shared.training import as_float32
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -247,7 +248,7 @@ def test_mixed_precision_shadows_the_networks_forwards_only_inside_the_block():
         assert model.backbone.forward is not inner and "forward" in model.backbone.__dict__
     assert not any("forward" in m.__dict__ for m in networks)
     assert "rpn.head.conv.0.0.weight" in model.state_dict()  # the module tree is untouched
-    nested = maskrcnn._float32({"a": (torch.ones(2, dtype=torch.bfloat16), [torch.zeros(1, dtype=torch.int64)])})
+    nested = as_float32({"a": (torch.ones(2, dtype=torch.bfloat16), [torch.zeros(1, dtype=torch.int64)])})
     assert nested["a"][0].dtype == torch.float32 and nested["a"][1][0].dtype == torch.int64
 
 
