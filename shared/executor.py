@@ -184,7 +184,11 @@ class Executor:
     def submit(self, fn: Callable, *args) -> Job:
         return self.submit_array(fn, [args])[0]
 
-    def submit_array(self, fn: Callable, args_list: Sequence[tuple]) -> list[Job]:
+    def submit_array(self, fn: Callable, args_list: Sequence[tuple], groups: Sequence[str] | None = None) -> list[Job]:
+        """One job per argument tuple. ``groups`` (one name per job, optional) is a scheduling hint: jobs of one group
+        share cached work (a paper's notebooks share its voters and training runs), so one started beside a running
+        job of its group would mostly wait on that job's cache locks. The local executor therefore starts a queued
+        job of a group with nothing running first; Slurm and debug ignore the hint. Results never depend on it."""
         raise NotImplementedError
 
     def shutdown(self, cancel: bool = False) -> None:
@@ -257,7 +261,7 @@ class DebugJob(Job):
 
 
 class DebugExecutor(Executor):
-    def submit_array(self, fn: Callable, args_list: Sequence[tuple]) -> list[Job]:
+    def submit_array(self, fn: Callable, args_list: Sequence[tuple], groups: Sequence[str] | None = None) -> list[Job]:
         first = len(self.jobs)
         jobs = [DebugJob(str(first + i), fn, tuple(args), self.spec.threads) for i, args in enumerate(args_list)]
         self.jobs += jobs
@@ -403,7 +407,7 @@ class SlurmExecutor(Executor):
             setup=[f"export {variable}={spec.threads}" for variable in THREAD_VARIABLES],
             **{k: v for k, v in options.items() if v is not None})
 
-    def submit_array(self, fn: Callable, args_list: Sequence[tuple]) -> list[Job]:
+    def submit_array(self, fn: Callable, args_list: Sequence[tuple], groups: Sequence[str] | None = None) -> list[Job]:
         if not args_list:
             return []
         import cloudpickle

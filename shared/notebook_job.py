@@ -122,7 +122,14 @@ def execute_job(job: dict) -> dict:
 @lru_cache(maxsize=1)
 def ipc_kernel_manager() -> type:
     """A jupyter_client kernel manager whose kernels use the ``ipc`` transport (Unix sockets) under a unique path
-    in the temporary folder, removed when the kernel shuts down."""
+    in the temporary folder, removed when the kernel shuts down, and that shuts a kernel down without interrupting it.
+
+    jupyter_client (8.x, ``_async_shutdown_kernel``) sends SIGINT before every shutdown request. papermill shuts the
+    kernel down after the last cell, so there is nothing to interrupt; but a SIGINT that lands while the kernel
+    handles a message (a busy machine makes it likelier) is logged by ipykernel as "[IPKernelApp] ERROR |
+    KeyboardInterrupt caught in kernel." on the runner's terminal, an error line in a clean run. A cell that runs
+    past its timeout is still interrupted (nbclient calls ``interrupt_kernel`` itself), and the shutdown request,
+    which ipykernel handles on its control channel, ends a kernel that is still busy."""
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import CaselessStrEnum
 
@@ -131,6 +138,10 @@ def ipc_kernel_manager() -> type:
 
         def _ip_default(self) -> str:
             return os.path.join(tempfile.gettempdir(), f"kernel-{uuid.uuid4().hex}-ipc")
+
+        async def _async_interrupt_kernel(self) -> None:
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
 
     return IPCKernelManager
 

@@ -153,7 +153,9 @@ def interleaved(jobs: list[dict]) -> list[dict]:
 
     A paper's notebooks share cached artifacts (CILN's voters, a paper's training runs): two of them started together
     would have one wait on the other's lock while a slot idles. Taking papers in turn lets another paper's notebook
-    use that slot; results do not depend on the order."""
+    use that slot, and ``run_batch`` names each job's paper as its group, so the local executor also holds a paper's
+    next notebook back while one of it runs and another paper's is queued (CILN 02-10 wait for 01's voters, one
+    slot, while the other papers' notebooks take the second); results do not depend on the order."""
     by_paper: dict[str, list[dict]] = {}
     for job in jobs:
         by_paper.setdefault(job["paper"], []).append(job)
@@ -205,8 +207,10 @@ def run_batch(args) -> int:
     bar = progress(total=len(todo), desc="notebooks", leave=True)
     executor = make_executor(spec, out_root / ".submitit")
     try:
-        submitted = executor.submit_array(execute_job, [(job,) for job in interleaved(todo)]) if todo else []
-        planned = dict(zip(map(id, submitted), interleaved(todo)))
+        ordered = interleaved(todo)
+        submitted = executor.submit_array(execute_job, [(job,) for job in ordered],
+                                          groups=[job["paper"] for job in ordered]) if todo else []
+        planned = dict(zip(map(id, submitted), ordered))
         for handle in as_completed(submitted):
             job = planned[id(handle)]
             try:

@@ -63,8 +63,8 @@ def kill_trees(pids: Sequence[int], *, include_roots: bool = True, grace_s: floa
 
 
 class LocalJob(Job):
-    def __init__(self, executor: "LocalExecutor", job_id: str, fn_key: int, args: bytes):
-        self._executor, self.job_id, self.fn_key, self.args = executor, job_id, fn_key, args
+    def __init__(self, executor: "LocalExecutor", job_id: str, fn_key: int, args: bytes, group: str | None = None):
+        self._executor, self.job_id, self.fn_key, self.args, self.group = executor, job_id, fn_key, args, group
         self._state, self._value, self._error = "PENDING", None, ""
 
     @property
@@ -135,11 +135,13 @@ class LocalExecutor(Executor):
         self._functions: dict[int, bytes] = {}
         self._ids = itertools.count()
 
-    def submit_array(self, fn: Callable, args_list: Sequence[tuple]) -> list[Job]:
+    def submit_array(self, fn: Callable, args_list: Sequence[tuple], groups: Sequence[str] | None = None) -> list[Job]:
+        if groups is not None and len(groups) != len(args_list):
+            raise ValueError(f"groups names {len(groups)} jobs, args_list has {len(args_list)}")
         key = next(self._ids)
         self._functions[key] = cloudpickle.dumps(fn)
-        jobs = [LocalJob(self, f"local-{key}-{i}", key, cloudpickle.dumps(tuple(args)))
-                for i, args in enumerate(args_list)]
+        jobs = [LocalJob(self, f"local-{key}-{i}", key, cloudpickle.dumps(tuple(args)),
+                         None if groups is None else groups[i]) for i, args in enumerate(args_list)]
         self._queue.extend(jobs)
         self.jobs += jobs
         self.pump()
@@ -168,7 +170,14 @@ class LocalExecutor(Executor):
             if not idle:
                 self._workers.append(_Worker(self.spec.threads))
             worker = idle[0] if idle else self._workers[-1]
-            worker.start(self._queue.popleft(), self._functions)
+            worker.start(self._next_job(), self._functions)
+
+    def _next_job(self) -> LocalJob:
+        """Take the first queued job whose group has no running job (see ``Executor.submit_array``), else the first."""
+        running = {w.job.group for w in self._workers if w.job is not None and w.job.group is not None}
+        job = next((j for j in self._queue if j.group is None or j.group not in running), self._queue[0])
+        self._queue.remove(job)
+        return job
 
     def cancel(self, job: LocalJob) -> None:
         if job in self._queue:

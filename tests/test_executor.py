@@ -104,6 +104,23 @@ def test_local_runs_at_most_jobs_at_once_in_reused_workers():
     assert len({pid for pid, _, _ in results}) == 2 and os.getpid() not in {pid for pid, _, _ in results}
 
 
+def test_local_starts_a_job_of_an_idle_group_before_a_second_one_of_a_running_group():
+    """Submitted a, a, b, b, c on two slots: the second "a" waits for the first (it would only wait on its cache locks)
+    and b's first job takes the free slot; the rule is a preference, so nothing waits once only one group is queued."""
+    executor = make_executor(ExecutorSpec("local", jobs=2), ".")
+    try:
+        jobs = executor.submit_array(interval, [(1.0,), (0.1,), (0.1,), (0.1,), (3.0,)],
+                                     groups=["a", "a", "b", "b", "c"])
+        assert [job._state for job in jobs] == ["RUNNING", "PENDING", "RUNNING", "PENDING", "PENDING"]
+        results = [job.result() for job in jobs]
+    finally:
+        executor.shutdown()
+    (_, _, a1_end), (_, a2, _), _, _, _ = results
+    assert a2 >= a1_end  # a's second job started after a's first had ended, whatever the other jobs' timing
+    with pytest.raises(ValueError, match="groups names 1 jobs"):
+        executor.submit_array(interval, [(0,), (0,)], groups=["a"])
+
+
 def thread_settings(_) -> tuple:
     import torch
 

@@ -388,3 +388,33 @@ def test_later_parameter_files_change_only_the_settings_they_name(tmp_path):
     assert per_notebook == {"01_x": {"settings": {"epochs": 1, "pools": ["p", "q"]}, "device": "cpu"},
                             "02_y": {"settings": {"epochs": 3}}}
     assert load_parameter_files([str(small), str(base)])[1]["01_x"]["settings"] == {"epochs": 5, "pools": ["p", "q"]}
+
+
+def test_the_runners_kernels_are_shut_down_without_a_sigint():
+    """jupyter_client sends SIGINT before every shutdown; a kernel busy with a message when it lands logs
+    "KeyboardInterrupt caught in kernel." as an ERROR line in a clean run. The runner's kernel manager shuts down
+    with the shutdown request alone, and still interrupts a kernel when asked outside a shutdown (cell timeouts)."""
+    import asyncio
+
+    from shared.notebook_job import ipc_kernel_manager
+
+    async def signals_sent() -> tuple[list, list]:
+        manager = ipc_kernel_manager()(kernel_name="python3")
+        sent = []
+        original = manager._async_signal_kernel
+
+        async def record(signum):
+            sent.append(signum)
+            await original(signum)
+
+        manager._async_signal_kernel = record
+        await manager.start_kernel()
+        try:
+            await manager._async_interrupt_kernel()
+            asked = list(sent)
+        finally:
+            await manager.shutdown_kernel()
+        return asked, sent[len(asked):]
+
+    asked, at_shutdown = asyncio.run(signals_sent())
+    assert asked == [signal.SIGINT] and signal.SIGINT not in at_shutdown
