@@ -19,7 +19,9 @@ the device's calibration file (``shared/calibration/<device>.yaml``, written by 
 that machine). A step measured there is *calibrated*; a workload the file lacks is *estimated* from its FLOPs at the
 device's stated peak times ``--utilization`` and labelled so; work without a torch step (scikit-learn fits,
 corruption generation, COCO evaluation) has no FLOPs and is counted, not priced, unless its planner gives its
-seconds on the reference machine (``cpu_s``).
+seconds on the reference machine (``cpu_s``). Each notebook is also charged its startup where the calibration
+measured one (``startup``: a Jupyter kernel, and a fresh interpreter importing the paper's pages; the CPU's): seconds
+on a GPU box's full run, but most of a cache-reading page's time at the rehearsal's and smoke profile's scale.
 
 **The FLOP bound** is a paper's FLOPs at the device's bf16 dense peak: no implementation can be faster, and the
 projection over the bound says how far ours is from the hardware.
@@ -154,6 +156,7 @@ class Calibration:
     peak_tflops: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)  # workload key -> {"step_s", "samples_per_s", ...}
     source: str = ""
+    startup: dict = field(default_factory=dict)  # {"kernel": s, <paper>: s}: gpu_check's startup times
 
     @classmethod
     def load(cls, slug: str, directory: Path = CALIBRATION_DIR) -> Calibration:
@@ -167,7 +170,14 @@ class Calibration:
         data = yaml.safe_load(path.read_text()) or {}
         measured = {w["key"]: w for w in data.get("workloads", []) if w.get("step_s")}
         peak = dict(data.get("peak_tflops") or PEAK_TFLOPS.get(slug, {}))
-        return cls(slug, peak, measured, f"{path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}")
+        startup = {k: float(v) for k, v in (data.get("startup") or {}).items() if isinstance(v, (int, float))
+                   and k != "threads"}
+        return cls(slug, peak, measured, f"{path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}",
+                   startup)
+
+    def startup_seconds(self, paper: str) -> float:
+        """What a notebook of ``paper`` costs before its first step (a kernel, the paper's imports); 0 unmeasured."""
+        return self.startup.get("kernel", 0.0) + self.startup.get(paper, 0.0)
 
     def step_seconds(self, workload, utilization: float) -> tuple[float | None, str]:
         """(seconds per step, "calibrated" | "estimated" | "unpriced") for ``workload``."""
@@ -229,6 +239,10 @@ def price(plans: dict[str, list[PlannedRun]], calibration: Calibration, *,
     out = {}
     for key, runs in progress(plans.items(), desc="pricing (FLOPs counted once per workload)", total=len(plans)):
         p = Priced(key)
+        # every notebook starts its own kernel and imports its page: charged to each, measured or 0
+        p.seconds = calibration.startup_seconds(key.split("/")[0])
+        if p.seconds:
+            p.seconds_by_kind["startup"] = p.seconds
         distinct = {}
         for run in runs:
             distinct.setdefault((run.kind, run.identity), run)
@@ -365,15 +379,16 @@ def print_report(rows: list[dict], calibration: Calibration, utilization: float,
 # -- the model against what ran -------------------------------------------------------------------------------------
 def against_records(priced: dict[str, Priced], manifest: str | Path) -> list[dict]:
     """The plan beside a batch's records (the runner's ``manifest.json``): per notebook its planned and recorded
-    runs (``record["runs"]``, ``shared.runlog``), the predicted seconds of the runs charged to it, the seconds its
-    runs took to build and its wall time; then per paper, where shared runs built by whichever notebook got there
-    first even out. The predicted time covers the runs only (steps and priced CPU work), not the kernel, the data
-    loading or the page; compare it with ``built_s``."""
+    runs (``record["runs"]``, ``shared.runlog``), the predicted seconds of the runs charged to it beside the seconds
+    its runs took to build (``ratio_built``), and the whole prediction (the runs and the notebook's startup) beside its
+    wall time (``ratio_wall``); then per paper, where shared runs built by whichever notebook got there first even
+    out. What neither covers is the page's own work (reading cached runs, tables, figures)."""
     try:
         records = json.loads(Path(manifest).read_text())["notebooks"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"cannot read the runner's records from {manifest} ({e}); give the manifest.json of a "
                           "batch run with python -m shared.run ... --out DIR") from None
+    names = ("planned_runs", "recorded_runs", "predicted_s", "startup_s", "built_s", "wall_s")
     rows, papers = [], {}
     for key, p in priced.items():
         record = records.get(key)
@@ -383,25 +398,30 @@ def against_records(priced: dict[str, Priced], manifest: str | Path) -> list[dic
         row = {"paper": key.split("/")[0], "notebook": key.split("/")[1].removesuffix(".ipynb"),
                "status": record.get("status"), "planned_runs": p.runs,
                "recorded_runs": sum(v["runs"] for v in logged.values()), "predicted_s": p.seconds,
+               "startup_s": p.seconds_by_kind.get("startup", 0.0),
                "built_s": sum(v.get("build_s", 0.0) for v in logged.values()), "wall_s": record.get("wall_s") or 0.0}
         rows.append(row)
         totals = papers.setdefault(row["paper"], {"paper": row["paper"], "notebook": "all", "status": "",
-                                                  "planned_runs": 0, "recorded_runs": 0, "predicted_s": 0.0,
-                                                  "built_s": 0.0, "wall_s": 0.0})
-        for name in ("planned_runs", "recorded_runs", "predicted_s", "built_s", "wall_s"):
+                                                  **{name: 0 for name in names}})
+        for name in names:
             totals[name] += row[name]
     for row in [*rows, *papers.values()]:
-        row["ratio"] = row["predicted_s"] / row["built_s"] if row["built_s"] > 0 else math.nan
+        runs_s = row["predicted_s"] - row["startup_s"]
+        row["ratio_built"] = runs_s / row["built_s"] if row["built_s"] > 0 else math.nan
+        row["ratio_wall"] = row["predicted_s"] / row["wall_s"] if row["wall_s"] > 0 else math.nan
     return rows + list(papers.values())
 
 
 def print_against(rows: list[dict], out=sys.stdout) -> None:
-    print(f"{'notebook':<34}{'runs plan/rec':>14}{'predicted':>11}{'built':>9}{'wall':>9}{'pred/built':>11}", file=out)
+    """The table of ``against_records``: runs, then the runs' time, then the notebook's."""
+    print(f"{'notebook':<34}{'runs plan/rec':>14}{'runs pred':>10}{'built':>9}{'pred/built':>11}"
+          f"{'+startup':>10}{'wall':>9}{'pred/wall':>10}", file=out)
     for r in rows:
         name = f"{r['paper']}/{r['notebook']}" if r["notebook"] != "all" else f"{r['paper']} (all)"
-        ratio = "—" if math.isnan(r["ratio"]) else f"{r['ratio']:.2f}"
-        print(f"{name:<34}{r['planned_runs']:>7}/{r['recorded_runs']:<6}{r['predicted_s']:>10.1f}s{r['built_s']:>8.1f}s"
-              f"{r['wall_s']:>8.1f}s{ratio:>11}", file=out)
+        ratios = ["—" if math.isnan(r[k]) else f"{r[k]:.2f}" for k in ("ratio_built", "ratio_wall")]
+        print(f"{name:<34}{r['planned_runs']:>7}/{r['recorded_runs']:<6}{r['predicted_s'] - r['startup_s']:>9.1f}s"
+              f"{r['built_s']:>8.1f}s{ratios[0]:>11}{r['predicted_s']:>9.1f}s{r['wall_s']:>8.1f}s{ratios[1]:>10}",
+              file=out)
 
 
 def parse_args(argv=None):
@@ -413,7 +433,7 @@ def parse_args(argv=None):
     parser.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     parser.add_argument("--only", action="append", default=[], help="notebook stem pattern (repeatable)")
     parser.add_argument("--device", default=None, help="calibration to price on (default: nvidia-h100 for the full "
-                        "profile, the committed CPU calibration otherwise)")
+                        "profile, the committed CPU calibration otherwise; cpu names that one)")
     parser.add_argument("--utilization", type=float, default=DEFAULT_UTILIZATION,
                         help="share of peak assumed for workloads the device has not measured")
     parser.add_argument("--json", help="also write the rows as JSON here")
@@ -434,6 +454,8 @@ def main(argv=None) -> int:
         for pattern in args.only:
             passthrough += ["--only", pattern]
         device = args.device or ("nvidia-h100" if args.profile == "full" else default_cpu_device())
+        if device == "cpu":  # the committed CPU calibration, whatever its slug says of the machine
+            device = default_cpu_device()
         passthrough = on_device(passthrough, device)
         if args.profile == "rehearsal":
             jobs = []

@@ -42,6 +42,15 @@ the device, Mask R-CNN train + eval, a transformers fine-tuning step, the projec
          achieved_tflops, load_1m[, cold: true when the only timed step was the first]}
       - {key, family, ..., measured_at, skipped: <reason>[, flops_per_step]}
     cuda_paths: {<name>: {status: ok | failed | skipped, what, detail | error | reason, seconds}}
+    startup: {kernel: <s>, <paper>: <s> | skipped: {<paper>: reason}, threads, measured_at}
+
+**Startup** (``--startup``; by default on the CPU unless ``--only`` or ``--workload`` picks workloads): what a
+notebook costs before its first step, which ``shared.cost`` adds to every notebook's price. At the rehearsal's and
+smoke profile's scale it is a large share of a notebook's wall time (a CILN page that reads its voters from the cache
+runs ~25 s on one thread, ~11 s of it this): a Jupyter kernel started and shut down (``jupyter_client``, as the runner
+does) and, per paper, a fresh interpreter importing what that paper's notebooks import (their ``import`` lines, read
+from the notebooks), each the best of two tries (one under a 300 s budget). On a bare GPU box the project's own
+dependencies are absent: what cannot be imported is recorded as skipped.
 
 Runs with only Python, torch, torchvision, transformers, timm, numpy, pandas and pyyaml (no tqdm: progress is plain
 lines on stderr; the final table goes to stdout).
@@ -66,6 +75,7 @@ import warnings
 from pathlib import Path
 
 from shared.errors import ConfigError
+from shared.paths import PAPERS, REPO_ROOT
 from shared.workloads import (
     CALIBRATION_DIR,
     FLOPS_VERSION,
@@ -294,6 +304,80 @@ def _free(device) -> None:
             pass  # not glibc: the resident set is measured as it is
 
 
+def _time_subprocess(code: str, threads: int | None, tries: int = 2, timeout_s: float = 120.0) -> tuple[float | None,
+                                                                                                     str]:
+    """(best wall seconds of ``tries`` fresh interpreters running ``code``, "") or (None, why it failed)."""
+    import subprocess
+
+    env = dict(os.environ)
+    if threads:
+        env.update({v: str(threads) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
+    best = None
+    for _ in range(tries):
+        t0 = time.perf_counter()
+        try:
+            done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True,
+                                  text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None, f"over {timeout_s:g} s"
+        if done.returncode:
+            return None, (done.stderr.strip().splitlines() or ["exit code %d" % done.returncode])[-1][:200]
+        elapsed = time.perf_counter() - t0
+        best = elapsed if best is None else min(best, elapsed)
+    return best, ""
+
+
+def notebook_imports(paper: str) -> list[str]:
+    """The ``import`` / ``from ... import`` lines of ``paper``'s notebooks' code cells, in order, each once."""
+    import json
+
+    lines: list[str] = []
+    for path in sorted((REPO_ROOT / paper).glob("*.ipynb")):
+        for cell in json.loads(path.read_text()).get("cells", []):
+            if cell.get("cell_type") != "code":
+                continue
+            for line in "".join(cell.get("source", "")).splitlines():
+                if line.startswith(("import ", "from ")) and line not in lines:
+                    lines.append(line)
+    return lines
+
+
+KERNEL_START = """
+from jupyter_client.manager import start_new_kernel
+km, kc = start_new_kernel(kernel_name="python3")
+kc.execute_interactive("1", timeout=60)
+kc.stop_channels()
+km.shutdown_kernel(now=False)
+"""
+
+
+def measure_startup(papers: list[str], threads: int | None, deadline: float = math.inf, tries: int = 2) -> dict:
+    """``{"kernel": s, <paper>: s, ...}``: a kernel's start and shutdown, and per paper a fresh interpreter's import
+    of its notebooks' imports (module docstring, Startup); ``skipped`` names what could not be timed and why (nothing
+    starts after ``deadline``, a ``time.perf_counter`` value)."""
+    out, skipped = {}, {}
+    kernel, why = (_time_subprocess(KERNEL_START, threads, tries) if time.perf_counter() < deadline
+                   else (None, "over budget"))
+    if kernel is None:
+        skipped["kernel"] = why
+    else:
+        out["kernel"] = round(kernel, 2)
+    for paper in papers:
+        lines = notebook_imports(paper)
+        if not lines:
+            continue
+        if time.perf_counter() >= deadline:
+            seconds, why = None, "over budget"
+        else:
+            seconds, why = _time_subprocess("\n".join(lines), threads, tries)
+        if seconds is None:
+            skipped[paper] = why
+        else:
+            out[paper] = round(seconds, 2)
+        log(f"startup {paper}: {f'{seconds:.1f} s' if seconds is not None else 'skipped: ' + why}")
+    return {**out, **({"skipped": skipped} if skipped else {}), "threads": threads, "measured_at": now_iso()}
+
+
 def _last_line(exc: BaseException) -> str:
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()
     return text[-1][:300] if text else type(exc).__name__
@@ -454,9 +538,10 @@ def merge_workloads(old: list[dict], new: list[dict]) -> list[dict]:
     return sorted(by_key.values(), key=lambda e: (rank.get(e["key"], len(rank)), e["key"]))
 
 
-def merge_file(path: Path, header: dict, entries: list[dict], run: dict, cuda_paths: dict | None) -> dict:
+def merge_file(path: Path, header: dict, entries: list[dict], run: dict, cuda_paths: dict | None,
+               startup: dict | None = None) -> dict:
     """The calibration at ``path`` (if any) with this run merged in: header fields replaced, workloads merged by key,
-    the run appended to ``runs``, CUDA path results replaced name by name."""
+    the run appended to ``runs``, CUDA path results replaced name by name, the startup times replaced if measured."""
     old = {}
     if path.exists():
         try:
@@ -469,7 +554,7 @@ def merge_file(path: Path, header: dict, entries: list[dict], run: dict, cuda_pa
     return {"schema": 1, **header, "load_average": {"start": run.get("load_average_start"),
                                                    "end": run.get("load_average_end")},
             "runs": runs[-20:], "workloads": merge_workloads(old.get("workloads") or [], entries),
-            "cuda_paths": paths}
+            "cuda_paths": paths, "startup": startup or old.get("startup") or {}}
 
 
 # ------------------------------------------------------------------------------------------------ CUDA code paths
@@ -686,6 +771,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     paths = p.add_mutually_exclusive_group()
     paths.add_argument("--cuda-paths", action="store_true", help="only exercise the project's CUDA code paths")
     paths.add_argument("--no-cuda-paths", action="store_true", help="do not exercise them after the measurements")
+    p.add_argument("--startup", action=argparse.BooleanOptionalAction, default=None,
+                   help="time a kernel's start and each paper's imports (default: on the CPU only)")
     p.add_argument("--list", action="store_true", help="list the workloads (most important first) and exit")
     args = p.parse_args(argv)
     if args.budget <= 0:
@@ -758,6 +845,7 @@ def main(argv=None) -> int:
                            "flops_version": FLOPS_VERSION}}
     entries: list[dict] = []
     cuda_paths = None
+    startup = None
 
     last_save = [0.0]
 
@@ -770,7 +858,7 @@ def main(argv=None) -> int:
         run.update(finished=now_iso() if final else None, elapsed_s=round(time.perf_counter() - start, 1),
                    load_average_end=load_average(), measured=sum("samples_per_s" in e for e in entries),
                    skipped=sum("skipped" in e for e in entries))
-        write_yaml_atomic(out, merge_file(out, header, entries, run, cuda_paths))
+        write_yaml_atomic(out, merge_file(out, header, entries, run, cuda_paths, startup))
 
     paths_wanted = device.type == "cuda" and not args.no_cuda_paths
     if args.cuda_paths:
@@ -778,6 +866,11 @@ def main(argv=None) -> int:
         save(final=True)
         return 0 if all(r["status"] != "failed" for r in cuda_paths.values()) else 1
 
+    if args.startup if args.startup is not None else (device.type == "cpu" and not (args.only or args.workload)):
+        # started within the first quarter of the budget (the workloads are what the full profile's price rests
+        # on), the best of two tries where the budget is a calibration's, not a quick check's
+        startup = measure_startup(list(PAPERS), args.threads or torch.get_num_threads(), start + 0.25 * args.budget,
+                                  tries=2 if args.budget >= 300 else 1)
     reserve = min(CUDA_PATHS_RESERVE_S, 0.15 * args.budget) if paths_wanted else 0.0
     measure_deadline = deadline - reserve
     old = {}

@@ -1367,6 +1367,7 @@ class Calibration:
     runs: list = field(default_factory=list)
     settings: dict = field(default_factory=dict)
     load_average: dict = field(default_factory=dict)  # the last run's 1/5/15-min load at start and end
+    startup: dict = field(default_factory=dict)  # seconds a notebook spends before its first step: kernel, per paper
 
     def measured(self) -> dict[str, dict]:
         """The entries with a throughput (not skipped)."""
@@ -1387,7 +1388,7 @@ class Calibration:
         return {"schema": 1, "device": self.device, "peak_tflops": self.peak_tflops, "measured_at": self.measured_at,
                 "versions": self.versions, "budget_s": self.budget_s, "settings": self.settings,
                 "load_average": self.load_average, "runs": self.runs,
-                "workloads": list(self.workloads.values()), "cuda_paths": self.cuda_paths}
+                "workloads": list(self.workloads.values()), "cuda_paths": self.cuda_paths, "startup": self.startup}
 
 
 def load_calibration(path) -> Calibration:
@@ -1411,7 +1412,8 @@ def load_calibration(path) -> Calibration:
         workloads[entry["key"]] = entry
     return Calibration(path, data["device"], data.get("peak_tflops") or {}, str(data.get("measured_at", "")),
                        data.get("versions") or {}, data.get("budget_s"), workloads, data.get("cuda_paths") or {},
-                       data.get("runs") or [], data.get("settings") or {}, data.get("load_average") or {})
+                       data.get("runs") or [], data.get("settings") or {}, data.get("load_average") or {},
+                       data.get("startup") or {})
 
 
 # ================================================================================================ the full profile

@@ -99,3 +99,38 @@ def test_a_fresh_checkout_reads_committed_flop_counts_instead_of_counting(tmp_pa
     monkeypatch.setattr(W, "_COMMITTED", None)
     with pytest.raises(AssertionError, match="counted"):
         W.flops(w)
+
+
+def test_every_notebook_is_charged_its_kernel_and_its_papers_imports(infer):
+    """Startup (gpu_check's kernel and per-paper import times) is charged to each notebook, shared runs once."""
+    calibration = Calibration("test-device", {"fp32": 1e-3}, {infer.key: {"key": infer.key, "step_s": STEP_S}},
+                              startup={"kernel": 1.5, "p": 4.0, "q": 0.5})
+    run = PlannedRun("kind", "id", "run", (Work(infer, steps=1),))
+    out = price({"p/a.ipynb": [run], "p/b.ipynb": [run], "q/c.ipynb": [], "r/d.ipynb": []}, calibration,
+                utilization=1.0)
+    assert out["p/a.ipynb"].seconds == pytest.approx(5.5 + STEP_S)  # the shared run is charged to its first planner
+    assert out["p/b.ipynb"].seconds == pytest.approx(5.5) and out["q/c.ipynb"].seconds == pytest.approx(2.0)
+    assert out["r/d.ipynb"].seconds == pytest.approx(1.5)  # a paper not measured: the kernel alone
+    assert out["p/a.ipynb"].seconds_by_kind == {"startup": 5.5, "kind": STEP_S}
+
+
+def test_against_records_compares_runs_with_their_build_time_and_the_whole_with_the_wall(infer, tmp_path):
+    from shared.cost import against_records, print_against
+
+    calibration = Calibration("test-device", {"fp32": 1e-3}, {infer.key: {"key": infer.key, "step_s": STEP_S}},
+                              startup={"kernel": 1.0, "p": 3.0})
+    run = PlannedRun("kind", "id", "run", (Work(infer, steps=3),))
+    out = price({"p/a.ipynb": [run], "p/b.ipynb": []}, calibration, utilization=1.0)
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text('{"notebooks": {"p/a.ipynb": {"status": "ok", "wall_s": 20.0, "runs": {"kind": '
+                        '{"runs": 1, "build_s": 4.0}}}, "p/b.ipynb": {"status": "ok", "wall_s": 8.0}}}')
+    a, b, paper = against_records(out, manifest)
+    assert (a["planned_runs"], a["recorded_runs"]) == (1, 1)
+    assert a["ratio_built"] == pytest.approx(3 * STEP_S / 4.0) and a["ratio_wall"] == pytest.approx((4 + 6) / 20)
+    assert math.isnan(b["ratio_built"]) and b["ratio_wall"] == pytest.approx(4 / 8)
+    assert paper["notebook"] == "all" and paper["ratio_wall"] == pytest.approx(14 / 28)
+    import io
+
+    text = io.StringIO()
+    print_against([a, b, paper], out=text)
+    assert "pred/wall" in text.getvalue() and "p (all)" in text.getvalue() and "nan" not in text.getvalue()

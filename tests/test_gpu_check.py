@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from shared.errors import ConfigError
-from shared.paths import REPO_ROOT
+from shared.paths import PAPERS, REPO_ROOT
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -141,7 +141,7 @@ def test_pricing_for_a_gpu_plans_the_notebooks_on_cuda():
 
     assert on_device(["ciln", "-f", "x.yaml"], "nvidia-h100") == ["ciln", "-f", "x.yaml", "-p", "device", "cuda"]
     assert on_device(["ciln", "-p", "device", "cpu"], "nvidia-h100") == ["ciln", "-p", "device", "cpu"]
-    assert on_device(["ciln"], "cpu-2core") == ["ciln"]
+    assert on_device(["ciln"], "cpu-1core") == ["ciln"]
 
 
 def test_text_configs_match_the_published_sizes():
@@ -358,6 +358,10 @@ def test_cli_cpu_budget_run(tmp_path):
         assert ("samples_per_s" in e) != ("skipped" in e), key
     assert all(r["status"] == "skipped" for r in cal.cuda_paths.values())
     assert cal.runs[-1]["load_average_start"] is not None and cal.runs[-1]["elapsed_s"] < 90
+    # startup (a kernel, each paper's imports) within a quarter of the budget: measured or skipped with the reason
+    timed = {k for k, v in cal.startup.items() if isinstance(v, float)}
+    assert "kernel" in timed and timed | set(cal.startup.get("skipped", {})) >= {"kernel", *PAPERS}
+    assert all(0 < cal.startup[k] < 15 for k in timed) and cal.startup["threads"] >= 1
     assert "samples/s" in proc.stdout and "wrote" in proc.stdout
 
 
@@ -429,6 +433,20 @@ def test_runs_on_a_bare_box(tmp_path):
     cal = W.load_calibration(out)
     assert cal.measured() and all(W.Workload.from_key(k).family in ("tabular_mlp", "cifar_resnet")
                                   for k in cal.workloads)
+
+
+def test_startup_reads_the_notebooks_imports_and_names_what_failed(monkeypatch):
+    from shared import gpu_check
+
+    lines = gpu_check.notebook_imports("ciln")
+    assert len(lines) == len(set(lines)) and all(line.startswith(("import ", "from ")) for line in lines)
+    assert "from ciln.pages.tv import TotalVariation" in lines
+    monkeypatch.setattr(gpu_check, "notebook_imports", lambda paper: ["import no_such_module_here"])
+    timed = gpu_check.measure_startup(["ciln"], 1, deadline=time.perf_counter() + 60)
+    assert timed["skipped"]["ciln"].endswith("No module named 'no_such_module_here'")
+    assert "ciln" not in timed and timed["threads"] == 1
+    late = gpu_check.measure_startup(["ciln"], 1, deadline=0.0)
+    assert late["skipped"] == {"kernel": "over budget", "ciln": "over budget"}
 
 
 def test_calibration_files_in_the_repository_load():
