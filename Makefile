@@ -2,7 +2,7 @@
 #   make book   set up .venv, run every notebook in the smoke profile, build the book
 #   make test   set up .venv, run the unit tests and every notebook in the smoke profile
 #   make rehearse  run the full profile at reduced scale on stand-in data in the real formats (shared/rehearsal.py)
-#   make rehearse-ci  every notebook of every paper in the full profile on rehearsal data at the CI scale (~19 min)
+#   make rehearse-ci  every notebook of every paper in the full profile on rehearsal data at the CI scale (~18 min; .ci/run)
 #   make gpu-check  time the full profile's step kinds here, write shared/calibration/<device>.yaml (420 s; on a
 #                   bare GPU box without .venv: python3 -m shared.gpu_check --budget 420 from the repository root)
 SHELL := /bin/bash

@@ -2,8 +2,9 @@
 data (shared/rehearsal.py: stand-ins written in the real datasets' formats), through the real loaders and the
 paper's models, at the CI scale of ``<paper>/params/ci.yaml`` layered over ``<paper>/params/rehearsal.yaml`` (the
 smallest voter pools, one epoch, a few steps), so a change that breaks the full path fails here and not on the GPU
-box. Run with ``--rehearsal`` (``make rehearse-ci``): 19 minutes on 2 cores from a clean clone, beside ``make test``'s
-45 (29 Nov 2026), so not yet part of ``.ci/run``: CI's 90 minutes need a margin for a slower runner.
+box. Run with ``--rehearsal`` (``make rehearse-ci``, which ``.ci/run`` calls after ``make test``): 18 minutes on 2
+cores from a clean clone, beside ``make test``'s 45 (29 Nov 2026); the runner's 16.5 of them are ~1,900 notebook
+seconds on two slots, CILN's voter predictions on ~10,000 corrupted images per voter the largest part.
 ``make rehearse`` keeps the larger rehearsal scale for a user's own check.
 
 Each notebook's record also carries the runs it touched (``shared.runlog``); the cost model's plan of the same
