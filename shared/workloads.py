@@ -1092,10 +1092,19 @@ class ViTTrain(_ViT):
 
 
 # ------------------------------------------------------------------------------------------------ Mask R-CNN
+#: torchvision's ``resnet_fpn_backbone`` names that ``benchmark_n.maskrcnn`` accepts (its ``BACKBONES``; repeated here
+#: because that module imports pycocotools, which a bare GPU box lacks): arch ``maskrcnn_<name>_fpn``, ResNet-50's
+#: ``maskrcnn_r50_fpn``
+MASKRCNN_BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d",
+                      "resnext101_32x8d", "wide_resnet50_2", "wide_resnet101_2")
+MASKRCNN_ARCHS = {("maskrcnn_r50_fpn" if b == "resnet50" else f"maskrcnn_{b}_fpn"): b for b in MASKRCNN_BACKBONES}
+
+
 @register
 class MaskRCNNFamily(Family):
-    """torchvision Mask R-CNN with a ResNet-50-FPN backbone at (3, H, W): the network works at that size
-    (``min_size`` = min(H, W), ``max_size`` = max(H, W)); COCO's 1x schedule resizes to (800, <=1333).
+    """torchvision Mask R-CNN with a ResNet-FPN backbone (``MASKRCNN_ARCHS``: the paper's ResNet-50 is
+    ``maskrcnn_r50_fpn``, the CI rehearsal's ResNet-18 ``maskrcnn_resnet18_fpn``) at (3, H, W): the network works at
+    that size (``min_size`` = min(H, W), ``max_size`` = max(H, W)); COCO's 1x schedule resizes to (800, <=1333).
 
     Built as ``benchmark_n.maskrcnn.build_model`` builds it (``resnet_fpn_backbone``: FrozenBatchNorm2d, stem and
     stage 1 frozen (trainable_layers 3); 1000 RPN proposals per image in training; no pre-trained weights). That module
@@ -1110,7 +1119,7 @@ class MaskRCNNFamily(Family):
     """
 
     name = "maskrcnn"
-    archs = ("maskrcnn_r50_fpn",)
+    archs = tuple(MASKRCNN_ARCHS)
     options: ClassVar[dict[str, tuple[type, Any]]] = {"num_classes": (int, 80), "instances": (int, 7)}
     meta_flops = False  # RPN/NMS/sampling have data-dependent shapes: counted on a device at batch 1
     flops_batch = 1
@@ -1124,11 +1133,11 @@ class MaskRCNNFamily(Family):
                               "(benchmark_n.maskrcnn's precision), never fp16")
 
     @staticmethod
-    def model(num_classes: int, min_size: int, max_size: int):
+    def model(num_classes: int, min_size: int, max_size: int, backbone: str = "resnet50"):
         from torchvision.models.detection import MaskRCNN
         from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
 
-        fpn = resnet_fpn_backbone(backbone_name="resnet50", weights=None, trainable_layers=3)
+        fpn = resnet_fpn_backbone(backbone_name=backbone, weights=None, trainable_layers=3)
         return MaskRCNN(fpn, num_classes=num_classes + 1, min_size=min_size, max_size=max_size,
                         rpn_post_nms_top_n_train=1000, box_score_thresh=0.05, box_detections_per_img=100)
 
@@ -1138,7 +1147,7 @@ class MaskRCNNFamily(Family):
         o = w.opts
         _, H, W = w.shape
         with torch.device(device):
-            model = self.model(o["num_classes"], min(H, W), max(H, W))
+            model = self.model(o["num_classes"], min(H, W), max(H, W), MASKRCNN_ARCHS[w.arch])
         gen = torch.Generator().manual_seed(0)
 
         def sample(n: int):

@@ -455,3 +455,17 @@ def test_calibration_files_in_the_repository_load():
         assert cal.device.get("slug") == path.stem
         for key in cal.workloads:
             W.Workload.from_key(key)
+
+
+def test_maskrcnn_archs_are_the_backbones_benchmark_n_trains(cache_dir):
+    """Every backbone ``benchmark_n.maskrcnn`` accepts has a workload arch (the CI rehearsal trains ResNet-18; its
+    steps were unpriced while only ResNet-50 was registered), built with that backbone and counted."""
+    maskrcnn = pytest.importorskip("benchmark_n.maskrcnn")
+
+    assert set(W.MASKRCNN_BACKBONES) == set(maskrcnn.BACKBONES)
+    family = W.family("maskrcnn")
+    sizes = {b: sum(p.numel() for p in family.model(80, 64, 96, b).backbone.body.parameters())
+             for b in ("resnet18", "resnet50")}
+    assert sizes["resnet18"] < sizes["resnet50"] / 2  # 11M vs 23.5M: the arch's backbone, not ResNet-50's
+    r18 = W.flops(W.Workload("maskrcnn", "maskrcnn_resnet18_fpn", "train", 1, (3, 64, 96), "fp32", {"instances": 2}))
+    assert r18 > 0 and math.isfinite(r18)
