@@ -44,6 +44,8 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
 
 from benchmark_n import camus, camus_files, formats, maskrcnn, plans, quality, tiny_seg
 from benchmark_n.runs import (
@@ -62,7 +64,8 @@ from benchmark_n.runs import (
 )
 from shared.cache import code_fingerprint, params_key
 from shared.cost import PlannedRun, Work, batched
-from shared.errors import ConfigError, unknown_choice
+from shared.errors import ConfigError, DataNotFoundError, unknown_choice
+from shared.paths import data_dir as default_data_dir
 from shared.workloads import ProposedWorkload, planned_workload
 
 PROBABILITY_BATCH = 16  # tiny_seg._probabilities: val predictions and logged losses in batches of 16
@@ -100,14 +103,30 @@ class Sizes:
 
 
 def sizes(recipe: DataRecipe) -> Sizes:
-    """COCO-shapes: the generated pair's real sizes (``runs.load_pair``, cached); a real dataset: ``formats.SIZES``."""
+    """COCO-shapes: the generated pair's real sizes (``runs.load_pair``, cached). A real dataset: the counts of the
+    annotation files the runs would read (``runs.load_pair``'s folder under ``data_dir``) where both are there (a
+    rehearsal's or a subset's sizes, not the release's), else the release's (``formats.SIZES``)."""
     if recipe.dataset == "shapes":
         train, val = load_pair(recipe)
         return Sizes(len(train.dataset["images"]), len(val.dataset["images"]), len(train.dataset["annotations"]),
                      len(val.dataset["annotations"]), len(train.dataset["categories"]),
                      (recipe.image_size, recipe.image_size))
-    train, val = (formats.split_size(recipe.dataset, split) for split in ("train", "val"))
-    return Sizes(train.images, val.images, train.annotations, val.annotations, train.categories, None)
+    root = default_data_dir(recipe.data_dir) / (recipe.dataset_dir or recipe.dataset)
+    try:
+        paths = [formats.annotation_path(root, recipe.dataset, split) for split in ("train", "val")]
+    except DataNotFoundError:
+        train, val = (formats.split_size(recipe.dataset, split) for split in ("train", "val"))
+        return Sizes(train.images, val.images, train.annotations, val.annotations, train.categories, None)
+    (train_images, train_annotations, categories), (val_images, val_annotations, _) = (
+        _counted(str(path), path.stat().st_mtime_ns, path.stat().st_size) for path in paths)
+    return Sizes(train_images, val_images, train_annotations, val_annotations, categories, None)
+
+
+@lru_cache(maxsize=32)
+def _counted(path: str, mtime_ns: int, size: int) -> tuple[int, int, int]:
+    """(images, annotations, categories) of a COCO-format annotation file (keyed by its path, time and size)."""
+    data = json.loads(Path(path).read_text())
+    return len(data.get("images", [])), len(data.get("annotations", [])), len(data.get("categories", []))
 
 
 def fingerprints(recipe: DataRecipe) -> tuple | None:

@@ -313,6 +313,12 @@ def plan_batch(jobs: Iterable[dict], profile: str) -> dict[str, list[PlannedRun]
         settings = params.get("settings") or {}
         if not isinstance(settings, dict):
             raise ConfigError(f"{job['key']}: the settings parameter must be a mapping, got {settings!r}")
+        named = params.get("data_dir")
+        if named is not None and not Path(named).is_dir():
+            # a planner reads the sizes of what is there and plans the published datasets' sizes for what is not,
+            # so a mistyped or vanished folder would be priced as the full data, silently
+            raise ConfigError(f"{job['key']}: data_dir {named} is not a folder; give the folder the notebooks would "
+                              "read, or leave data_dir out to price the published datasets' sizes")
         cfg = notebook_settings(job["paper"], job["notebook"], profile, settings)
         plans[job["key"]] = [] if planner is None else list(planner(Path(job["notebook"]).stem, cfg, params))
     return plans

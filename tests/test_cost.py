@@ -134,3 +134,12 @@ def test_against_records_compares_runs_with_their_build_time_and_the_whole_with_
     text = io.StringIO()
     print_against([a, b, paper], out=text)
     assert "pred/wall" in text.getvalue() and "p (all)" in text.getvalue() and "nan" not in text.getvalue()
+
+
+def test_a_data_dir_that_is_not_there_is_an_error_not_a_plan_of_the_full_datasets(tmp_path, capsys):
+    """Planners price what a folder holds and the published sizes of what it lacks: a mistyped ``-p data_dir`` would
+    quietly price CILN's CI rehearsal at ~100x its real cost (as a vanished pytest folder once did)."""
+    missing = tmp_path / "no-such-folder"
+    assert cost.main(["lnlfn", "--only", "01_noise_realism", "--profile", "smoke", "-p", "data_dir", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"data_dir {missing} is not a folder" in err and "leave data_dir out" in err

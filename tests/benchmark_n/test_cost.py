@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from benchmark_n import cost, maskrcnn, plans, quality, runs
+from benchmark_n import cost, formats, maskrcnn, plans, quality, runs
 from benchmark_n.pages import BenchmarkFiles
 from benchmark_n.runs import CACHE_KIND
 from shared import runlog
@@ -368,3 +368,18 @@ def test_plans_are_json_labelled_and_sized():
     for run in planned("08_coco_wan"):
         assert run.label and run.work and all(w.examples >= 0 and w.steps >= 0 for w in run.work)
         json.dumps([w.what for w in run.work])
+
+
+def test_a_real_layout_on_disk_is_planned_at_its_own_size_the_release_size_otherwise(tmp_path):
+    """The rehearsal's COCO folder (a few images in COCO 2017's layout) is what its runs read: planned at the
+    release's 118,287 train images its Mask R-CNN loss passes and val predictions were priced ~6,000x too high."""
+    from benchmark_n.rehearsal import write_rehearsal_data
+
+    write_rehearsal_data(tmp_path)
+    cfg = notebook_settings("benchmark_n", "03_train_eval", "full")
+    on_disk = cost.sizes(plans.recipe(cfg, str(tmp_path)))
+    released = cost.sizes(plans.recipe(cfg, str(tmp_path / "elsewhere")))
+    train = json.loads(formats.annotation_path(tmp_path / "coco", "coco2017", "train").read_text())
+    assert (on_disk.train, on_disk.train_annotations) == (len(train["images"]), len(train["annotations"]))
+    assert on_disk.categories == len(train["categories"]) and 0 < on_disk.val < 100
+    assert (released.train, released.val) == (118_287, 5_000)
