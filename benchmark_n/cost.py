@@ -64,7 +64,7 @@ from benchmark_n.runs import (
 )
 from shared.cache import code_fingerprint, params_key
 from shared.cost import PlannedRun, Work, batched
-from shared.errors import ConfigError, DataNotFoundError, unknown_choice
+from shared.errors import ConfigError, DataFormatError, DataNotFoundError, unknown_choice
 from shared.paths import data_dir as default_data_dir
 from shared.workloads import ProposedWorkload, planned_workload
 
@@ -125,8 +125,14 @@ def sizes(recipe: DataRecipe) -> Sizes:
 @lru_cache(maxsize=32)
 def _counted(path: str, mtime_ns: int, size: int) -> tuple[int, int, int]:
     """(images, annotations, categories) of a COCO-format annotation file (keyed by its path, time and size)."""
-    data = json.loads(Path(path).read_text())
-    return len(data.get("images", [])), len(data.get("annotations", [])), len(data.get("categories", []))
+    try:
+        data = json.loads(Path(path).read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise DataFormatError(f"{path} is not a COCO annotation file ({type(e).__name__}: {e}); replace it with the "
+                              "release's file, or move it away to plan the release's sizes") from None
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in ("images", "annotations")):
+        raise DataFormatError(f"{path} is not a COCO annotation file: it needs 'images' and 'annotations' lists")
+    return len(data["images"]), len(data["annotations"]), len(data.get("categories") or [])
 
 
 def fingerprints(recipe: DataRecipe) -> tuple | None:

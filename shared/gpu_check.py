@@ -75,6 +75,7 @@ import warnings
 from pathlib import Path
 
 from shared.errors import ConfigError
+from shared.executor import THREAD_VARIABLES
 from shared.paths import PAPERS, REPO_ROOT
 from shared.workloads import (
     CALIBRATION_DIR,
@@ -311,7 +312,7 @@ def _time_subprocess(code: str, threads: int | None, tries: int = 2, timeout_s: 
 
     env = dict(os.environ)
     if threads:
-        env.update({v: str(threads) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
+        env.update({v: str(threads) for v in THREAD_VARIABLES})
     best = None
     for _ in range(tries):
         t0 = time.perf_counter()

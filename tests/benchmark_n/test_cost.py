@@ -383,3 +383,18 @@ def test_a_real_layout_on_disk_is_planned_at_its_own_size_the_release_size_other
     assert (on_disk.train, on_disk.train_annotations) == (len(train["images"]), len(train["annotations"]))
     assert on_disk.categories == len(train["categories"]) and 0 < on_disk.val < 100
     assert (released.train, released.val) == (118_287, 5_000)
+
+
+def test_an_unreadable_annotation_file_is_named_not_a_json_traceback(tmp_path):
+    from benchmark_n.rehearsal import write_rehearsal_data
+    from shared.errors import DataFormatError
+
+    write_rehearsal_data(tmp_path)
+    path = formats.annotation_path(tmp_path / "coco", "coco2017", "train")
+    path.write_text('{"images": [')  # a download cut short
+    cfg = notebook_settings("benchmark_n", "03_train_eval", "full")
+    with pytest.raises(DataFormatError, match="instances_train2017.json is not a COCO annotation file"):
+        cost.sizes(plans.recipe(cfg, str(tmp_path)))
+    path.write_text('{"images": []}')
+    with pytest.raises(DataFormatError, match="needs 'images' and 'annotations' lists"):
+        cost.sizes(plans.recipe(cfg, str(tmp_path)))
