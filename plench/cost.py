@@ -20,10 +20,12 @@ kind                      one run
 
 Identities. A run's log key is its folder name, ``shared.sweep.args_hash`` of its ``run_args`` (the speed-up
 and compat-check models: the hash of what they train, ``protocol.speedup_args`` / ``reports.compat_check_key``).
-A sweep folder belongs to one notebook (``<out_dir>/records``), so two notebooks with the same run arguments
-(02's and 04's smoke MLP runs on PLDigits, 03's and 04's full ResNet-32 runs on PLCIFAR10) train it twice: the
-planned identity is the log key prefixed with the notebook and its sweep folder, ``03_image/records/<hash>``, and
-shared runs are never priced once for two notebooks.
+Sweeps that train runs alone share one folder per kind (``plench.store``): a run two notebooks define (03's and
+04's full ResNet-32 runs on PLCIFAR10) is trained once, so its planned identity is the folder and the key,
+``plench-sweeps/shared/runs/<hash>``, priced once in a paper's total ("shared once") and, in the per-notebook rows,
+by the first notebook that plans it. A sweep that may stack runs (``batched`` not False: 02, 04's smoke MLPs) has a
+folder of its notebook's, ``plench-sweeps/<notebook>/runs/<hash>``, as have the speed-up and compat-check models:
+``<notebook>/speedup/<hash>``, ``<notebook>/compat_check/<hash>``.
 
 Work of a run (``run_work``). ``steps`` optimizer steps of the batch size its hyperparameters draw (Table 8:
 ``2**int(U(6, 9))`` for the image networks, ``2**int(U(5, 8))`` for the MLP; the defaults 256 and 128), every
@@ -56,7 +58,7 @@ from functools import cache
 
 import numpy as np
 
-from plench import protocol, reports
+from plench import protocol, reports, store
 from plench.algorithms import ALGORITHMS, make_algorithm
 from plench.data import PLLDataset, load_pll_dataset, plench_split, pll_dataset_spec
 from plench.hparams import hparam_for, hparams_for
@@ -68,8 +70,8 @@ RUN = protocol.RUN_KIND
 SPEEDUP = protocol.SPEEDUP_KIND
 TRAINING_ARM = reports.TRAINING_ARM_KIND
 COMPAT_CHECK = reports.COMPAT_CHECK_KIND
-# The sweep folders under a notebook's out_dir (plench.pages.Page.records_dir; 04: validation_use_arms' arms)
-RECORDS, VALIDATION_ARM, TRAINING_ARM_DIR = "records", "records/validation", "records/training"
+# The sweep folders every notebook shares (plench.store: Page.records_dir; 04's "training" arm)
+RECORDS, TRAINING_ARM_DIR = store.RUNS, store.TRAINING_ARM
 IMAGE_ARCHS = ("resnet32", "densenet_bc")      # plench.networks' CIFAR networks: shared.workloads' cifar_resnet
 DIGITS_FAMILY = "plench_digits_cnn"            # the smoke profile's 8x8 CNN (registered below; see the report)
 
@@ -121,7 +123,7 @@ def _plan_validation_use(notebook, cfg, data_dir, device) -> list[PlannedRun]:
     """04 (Fig. 1(a, b)): the "validation" arm's random search and the "training" arm's one run per split."""
     sizes = dataset_sizes(cfg["datasets"], cfg["modality"], data_dir)
     grid, common = reports.validation_use_grid(cfg)
-    out = sweep_runs(notebook, VALIDATION_ARM, grid, sizes, device)
+    out = sweep_runs(notebook, RECORDS, grid, sizes, device)
     stubs = [size.stub() for size in sizes.values()]
     for args in reports.validation_training_args(stubs, list(cfg["algorithms"]), **common, device=device):
         moved = sizes[args["dataset"]].validation_in_training()
@@ -131,8 +133,12 @@ def _plan_validation_use(notebook, cfg, data_dir, device) -> list[PlannedRun]:
 
 
 # ------------------------------------------------------------------------------------------ the runs
-def identity(notebook: str, folder: str, key: str) -> str:
-    """A run's planned identity: its run-log ``key`` in the sweep ``folder`` of ``notebook``."""
+def identity(notebook: str, folder: str, key: str, *, shared: bool = True) -> str:
+    """A run's planned identity: its run-log ``key`` in ``folder``, a sweep folder (``RECORDS``, ``TRAINING_ARM_DIR``:
+    the same for every notebook unless not ``shared``, ``plench.store``) or one of ``notebook``'s own ("speedup",
+    "compat_check")."""
+    if folder in (RECORDS, TRAINING_ARM_DIR):
+        return f"{store.ROOT}/{'shared' if shared else notebook}/{folder}/{key}"
     return f"{notebook}/{folder}/{key}"
 
 
@@ -152,7 +158,7 @@ def sweep_runs(notebook: str, folder: str, grid: protocol.Grid, sizes: dict[str,
     todo = [(args, runs.args_hash(args)) for args in args_list]
     tasks = protocol.sweep_tasks(todo, batched=grid.batched, widths={n: s.width for n, s in sizes.items()})
     stacked = {key for task in tasks if len(task) > 1 and _batchable(task[0][0]["algorithm"]) for _, key in task}
-    return [PlannedRun(RUN, identity(notebook, folder, key), _label(args),
+    return [PlannedRun(RUN, identity(notebook, folder, key, shared=not store.stacks(grid.batched)), _label(args),
                        tuple(run_work(sizes[args["dataset"]], args, stacked=key in stacked)))
             for args, key in todo]
 

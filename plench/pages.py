@@ -18,7 +18,7 @@ from functools import cached_property
 
 import pandas as pd
 
-from plench import catalogue, figures, reports, theory
+from plench import catalogue, figures, reports, store, theory
 from plench import claims as C
 from plench.data import load_available
 from plench.protocol import sweep_grids
@@ -88,8 +88,10 @@ class Page(NotebookPage):
 
     @property
     def records_dir(self):
-        """One folder per run; a re-run skips finished runs."""
-        return self.report.out_dir / "records"
+        """The sweep folder, one folder per run, in the cache (``plench.store``): a re-run, or another notebook
+        whose settings define the same run, reads a finished run instead of training it. A sweep that stacks runs
+        (``batched``) has a folder of its own notebook, since a stacked run's last bits depend on its stack."""
+        return store.sweep_dir(store.RUNS, own=self.notebook if store.stacks(self.cfg.get("batched", False)) else None)
 
     def settings_table(self):
         return show_table(super().settings_table())
@@ -126,7 +128,7 @@ class SweepPage(TrainingPage):
         """The sweep the settings define, resumably: the records of exactly its runs, and the counts."""
         with _run_by_run_quietly():
             return sweep_grids(self.grids(), list(self.datasets.values()), out_dir=self.records_dir,
-                               device=self.device)
+                               device=self.device, jobs_dir=store.jobs_dir(self.notebook))
 
     @property
     def records(self) -> pd.DataFrame:
@@ -395,8 +397,9 @@ class ValidationUse(TrainingPage):
     def sweep(self) -> tuple[pd.DataFrame, dict]:
         """Both arms, resumably (``validation_use_arms``): their results, and the sweep counts per arm."""
         with _run_by_run_quietly():
-            arms, counts = reports.validation_use_arms(self.datasets, self.cfg, out_dir=self.records_dir,
-                                                       device=self.device, data_dir=self.data_dir)
+            arms, counts = reports.validation_use_arms(
+                self.datasets, self.cfg, sweep_dir=self.records_dir, training_dir=store.sweep_dir(store.TRAINING_ARM),
+                jobs_dir=store.jobs_dir(self.notebook), device=self.device, data_dir=self.data_dir)
         self.report.table(arms.drop(columns=["per_trial"]), "fig1_arms")
         return arms, counts
 

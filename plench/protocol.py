@@ -568,14 +568,18 @@ class _SweepWorker:
         self.datasets, self.device, self.eval_batch_size = datasets, device, eval_batch_size
 
     def __call__(self, task: list[tuple[dict, str]]) -> None:
-        if all(runs.is_done(run_dir) for _, run_dir in task):  # e.g. a preempted Slurm array task run again
-            for _, run_dir in task:
-                log_run(RUN_KIND, Path(run_dir).name, built=False)
-            return
-        start = time.perf_counter()
-        self._train(task)
-        seconds = (time.perf_counter() - start) / len(task)  # a batched task's time, shared by its runs
-        for _, run_dir in task:
+        # Under the runs' locks: another process sharing the folder (a notebook with common runs, a preempted Slurm
+        # array task run again) may have trained some while this task was queued; those are read, not retrained.
+        with runs.run_locks([run_dir for _, run_dir in task]):
+            done = [(args, run_dir) for args, run_dir in task if runs.is_done(run_dir)]
+            todo = [(args, run_dir) for args, run_dir in task if not runs.is_done(run_dir)]
+            start = time.perf_counter()
+            if todo:
+                self._train(todo)
+        for _, run_dir in done:
+            log_run(RUN_KIND, Path(run_dir).name, built=False)
+        seconds = (time.perf_counter() - start) / max(len(todo), 1)  # a batched task's time, shared by its runs
+        for _, run_dir in todo:
             log_run(RUN_KIND, Path(run_dir).name, built=True, seconds=seconds)
 
     def _train(self, task: list[tuple[dict, str]]) -> None:
@@ -696,15 +700,18 @@ def sweep(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_
           checkpoint_freq: int, out_dir, steps: int | None = None, jobs: int = 1, device: str = "cpu",
           compat: bool = True, hparams_overrides: dict | None = None, batched: bool | str = False,
           max_group: int = 16, data_dir=None, eval_batch_size: int = EVAL_BATCH_SIZE, executor=None,
-          precision: str = DEFAULT_PRECISION) -> dict[str, int]:
+          precision: str = DEFAULT_PRECISION, jobs_dir=None) -> dict[str, int]:
     """PLENCH's sweep: every (trial_seed < n_trials, dataset, algorithm, hparams_seed < n_hparams) run, resumably.
 
     ``datasets`` are PLLDatasets or names for ``load_pll_dataset(name, data_dir)``; ``steps=None`` uses each
     dataset's own ``steps``. Runs already ``done`` under ``out_dir`` are skipped and incomplete ones re-run.
     ``jobs`` processes (one torch thread each) share the work, or ``executor`` runs it (``shared.sweep.map_jobs``:
     an ExecutorSpec or a setting such as ``{kind: slurm, partition: gpu, wait: false}``; on Slurm the tasks go
-    out as job arrays, submitit's logs go to ``<out_dir>/.submitit``, and with ``wait: false`` the call raises
-    ``shared.sweep.SweepPending`` once submitted; the next call collects). ``batched`` (see ``sweep_tasks``):
+    out as job arrays, submitit's logs and the ledger of jobs in flight go to ``jobs_dir`` (default
+    ``<out_dir>/.submitit``; callers sharing one ``out_dir`` pass one each), and with ``wait: false`` the call
+    raises ``shared.sweep.SweepPending`` once submitted; the next call collects). Several processes may share
+    ``out_dir`` (notebooks whose settings define common runs): each run is trained once, under its lock
+    (``shared.sweep.run_locks``), and the others read it. ``batched`` (see ``sweep_tasks``):
     False trains run by run; True trains the MLP runs of one dataset, algorithm and batch size together
     (``train_runs_batched``), at most ``max_group`` at a time; "auto" does so only where it was measured to pay
     on a CPU (``batching_pays``: small batches of narrow tables). ``precision``: "auto" (bf16 mixed precision on
@@ -729,7 +736,7 @@ def sweep(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_
         if runs.is_done(run_dir):
             log_run(RUN_KIND, run_dir.name, built=False)
     spec = executor_spec(executor, jobs=jobs, threads=1)
-    folder = Path(out_dir) / runs.SUBMITIT_FOLDER
+    folder = Path(jobs_dir) if jobs_dir is not None else Path(out_dir) / runs.SUBMITIT_FOLDER
     if spec is not None and spec.kind == "slurm":  # runs that jobs of an earlier launch still hold stay with them
         flying = runs.in_flight(folder)
         todo = [(args, run_dir) for args, run_dir in todo if run_dir.name not in flying]
@@ -784,11 +791,12 @@ class Grid:
 
 
 def sweep_grids(grids: Sequence[Grid], datasets: Sequence[PLLDataset], *, out_dir, device: str = "cpu", jobs: int = 1,
-                data_dir=None) -> tuple[pd.DataFrame, dict[str, int]]:
+                data_dir=None, jobs_dir=None) -> tuple[pd.DataFrame, dict[str, int]]:
     """Run every grid's ``sweep`` under ``out_dir`` (resumably), then return the records of exactly the runs the
     grids define (``select_runs``: not the other runs the folder may hold) and the summed sweep counts.
     Several grids share one progress bar. On Slurm every grid is submitted before any is waited for, so their
-    arrays run side by side; with ``wait: false`` one ``shared.sweep.SweepPending`` names every job in flight."""
+    arrays run side by side; with ``wait: false`` one ``shared.sweep.SweepPending`` names every job in flight.
+    ``jobs_dir``: see ``sweep`` (for callers that share ``out_dir``)."""
     import dataclasses
     import os
     from unittest import mock
@@ -799,7 +807,8 @@ def sweep_grids(grids: Sequence[Grid], datasets: Sequence[PLLDataset], *, out_di
         return sweep(datasets, list(grid.algorithms), n_hparams=grid.n_hparams, n_trials=grid.n_trials,
                      arch=grid.arch, checkpoint_freq=grid.checkpoint_freq, out_dir=out_dir, steps=grid.steps,
                      jobs=jobs, device=device, compat=grid.compat, hparams_overrides=grid.hparams_overrides,
-                     batched=grid.batched, data_dir=data_dir, executor=executor, precision=grid.precision)
+                     batched=grid.batched, data_dir=data_dir, executor=executor, precision=grid.precision,
+                     jobs_dir=jobs_dir)
 
     grids = [g for g in grids if g.algorithms]
     submitted_first: dict[int, dict[str, int]] = {}  # grid -> its counts before anything was submitted
@@ -829,13 +838,14 @@ def sweep_grids(grids: Sequence[Grid], datasets: Sequence[PLLDataset], *, out_di
     if pending is not None:
         raise pending
     expected = [args for grid in grids for args in grid.run_args(datasets, device)]
-    return select_runs(collect(out_dir), expected), counts
+    return select_runs(collect(out_dir, names=[runs.args_hash(args) for args in expected]), expected), counts
 
 
-def collect(out_dir, *, done_only: bool = True) -> pd.DataFrame:
+def collect(out_dir, *, done_only: bool = True, names: Sequence[str] | None = None) -> pd.DataFrame:
     """All checkpoint records under a sweep folder, one row each: ``run`` (folder name), the metrics, the ``args``
-    fields as columns (dataset, algorithm, arch, hparams_seed, trial_seed, steps, ...) and ``hparams`` (a dict)."""
-    records = runs.load_records(out_dir, done_only=done_only)
+    fields as columns (dataset, algorithm, arch, hparams_seed, trial_seed, steps, ...) and ``hparams`` (a dict).
+    ``names``: only these run folders (``shared.sweep.load_records``), e.g. those ``select_runs`` will pick."""
+    records = runs.load_records(out_dir, done_only=done_only, names=names)
     if not records:
         raise ConfigError(f"no finished run under {out_dir}; run plench.protocol.sweep first")
     rows = [{**{k: v for k, v in r.items() if k != "args"}, **r["args"]} for r in records]

@@ -24,7 +24,6 @@ their imports (``shared.codedeps``), so editing any module a build can reach reb
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import inspect
 import json
@@ -35,14 +34,15 @@ import sys
 import tempfile
 import time
 import types
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from shared.codedeps import PROJECT_PACKAGES, fingerprint_files, module_closure, module_file
 from shared.errors import ConfigError, DataFormatError, unknown_choice
+from shared.locks import file_lock
 from shared.paths import cache_dir
 from shared.runlog import log_run
 
@@ -156,7 +156,7 @@ def remove_stale_temporaries(kind_dir: str | os.PathLike, *, held: str | None = 
         if match is None:
             continue
         key = match["key"]
-        with (nullcontext(True) if key == held else _try_lock(Path(kind_dir) / f"{key}.lock")) as free:
+        with (nullcontext(True) if key == held else file_lock(Path(kind_dir) / f"{key}.lock", wait=False)) as free:
             if free:
                 shutil.rmtree(path, ignore_errors=True)
                 removed.append(path)
@@ -206,7 +206,7 @@ class ArtifactCache:
             log_run(kind, key, built=False)
             return found
         final.parent.mkdir(parents=True, exist_ok=True)
-        with _file_lock(final.parent / f"{key}.lock"):
+        with file_lock(final.parent / f"{key}.lock"):
             found, problem = self._read(final, fmt)  # built (or repaired) by a concurrent process while we waited
             if found is not _ABSENT:
                 log_run(kind, key, built=False)
@@ -292,28 +292,3 @@ def _checksums(folder: Path) -> dict[str, str]:
                     digest.update(block)
             sums[path.relative_to(folder).as_posix()] = digest.hexdigest()
     return sums
-
-
-@contextmanager
-def _file_lock(path: Path):
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextmanager
-def _try_lock(path: Path) -> Iterator[bool]:
-    """Holds the lock at ``path`` if it is free (yields True), else yields False at once."""
-    with open(path, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -16,7 +16,6 @@ path, kept beside as ``<stem>.json.damaged`` for reading, and its notebook runs 
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import platform
@@ -26,6 +25,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from shared.locks import file_lock
 
 RECORDS = "records"
 REQUIRED_FIELDS = ("key", "status", "fingerprint", "parameters")
@@ -112,20 +113,10 @@ class Ledger:
         """
         path = self.record_path(key).with_suffix(".lock")
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a+") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                yield False
-                return
-            try:
-                handle.seek(0)
-                handle.truncate()
-                handle.write(f"{platform.node()} pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
-                handle.flush()
-                yield True
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with file_lock(path, wait=wait) as held:
+            if held:  # the lock is on the file, not on this content: rewriting it keeps the lock
+                path.write_text(f"{platform.node()} pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+            yield held
 
     def holder(self, key: str) -> str:
         """Who holds (or last held) the notebook's lock, as written in the lock file."""

@@ -31,11 +31,13 @@ import numpy as np
 from shared.errors import ConfigError, DataFormatError, ReplicationError
 from shared.executor import (FINISHED_OK, ExecutorSpec, JobFailed, SlurmJob, as_completed, executor_spec,
                              make_executor, queued_or_running)
+from shared.locks import file_locks
 from shared.progress import progress
 from shared.runlog import log_run
 
 RESULTS_FILE = "results.jsonl"
 DONE_FILE = "done"
+LOCKS_FOLDER = ".locks"  # in a sweep folder: one lock file per run (run_locks)
 
 
 def args_hash(args: dict) -> str:
@@ -46,6 +48,18 @@ def args_hash(args: dict) -> str:
 def run_dir_for(args: dict, out_dir: str | os.PathLike) -> Path:
     """The folder of the run with arguments ``args``: ``<out_dir>/<args_hash(args)>``."""
     return Path(out_dir) / args_hash(args)
+
+
+def run_locks(run_dirs: Iterable[str | os.PathLike]):
+    """Hold the locks of these runs (``<out_dir>/.locks/<run>.lock``; ``shared.locks.file_locks``) while the
+    block runs. Whoever trains a run holds its lock from before it empties the folder until the ``done`` marker is
+    written, so processes sharing a sweep folder (two notebooks with common runs, a rerun beside a Slurm job)
+    never train one run twice at once: the second waits, finds it done and skips it."""
+    paths = []
+    for run_dir in map(Path, run_dirs):
+        (run_dir.parent / LOCKS_FOLDER).mkdir(parents=True, exist_ok=True)
+        paths.append(run_dir.parent / LOCKS_FOLDER / f"{run_dir.name}.lock")
+    return file_locks(paths)
 
 
 def is_done(run_dir: str | os.PathLike) -> bool:
@@ -129,16 +143,20 @@ def read_records(run_dir: str | os.PathLike) -> list[dict]:
     return records
 
 
-def load_records(out_dir: str | os.PathLike, *, done_only: bool = True) -> list[dict]:
+def load_records(out_dir: str | os.PathLike, *, done_only: bool = True,
+                 names: Iterable[str] | None = None) -> list[dict]:
     """Every record under ``out_dir``, each with ``"run"`` (its folder name) added, runs in sorted folder order.
 
     ``done_only`` skips unfinished runs (their checkpoints would bias the selection towards short runs).
+    ``names``: read only these run folders (names, e.g. ``args_hash`` of the runs wanted; absent ones are left
+    out), not every run a folder shared by several sweeps holds.
     """
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         raise ConfigError(f"no sweep folder {out_dir}; run the sweep first or pass the folder it wrote to")
     records = []
-    for run_dir in sorted(p for p in out_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    folders = out_dir.iterdir() if names is None else (out_dir / name for name in set(names))
+    for run_dir in sorted(p for p in folders if p.is_dir() and not p.name.startswith(".")):
         if done_only and not is_done(run_dir):
             continue
         records += [{**record, "run": run_dir.name} for record in read_records(run_dir)]
@@ -371,20 +389,22 @@ def map_jobs(fn: Callable, tasks: Iterable, *, jobs: int = 1, desc: str | None =
 
 
 class _JobRunner:
-    """Picklable ``(args, run_dir) -> launcher(args, emptied run_dir)``, then the ``done`` marker (a run already
-    done, e.g. when Slurm requeues a preempted array task, is skipped)."""
+    """Picklable ``(args, run_dir) -> launcher(args, emptied run_dir)``, then the ``done`` marker, under the run's
+    lock (``run_locks``). A run found done once the lock is held (Slurm requeued a preempted array task, or another
+    process sharing the folder trained it meanwhile) is skipped."""
 
     def __init__(self, launcher: Callable[[dict, Path], object], kind: str = "sweep"):
         self.launcher, self.kind = launcher, kind
 
     def __call__(self, task: tuple[dict, str]) -> None:
         args, run_dir = task
-        if is_done(run_dir):
-            log_run(self.kind, Path(run_dir).name, built=False)
-            return
-        start = time.perf_counter()
-        self.launcher(args, reset_run_dir(run_dir))
-        mark_done(run_dir)
+        with run_locks([run_dir]):
+            if is_done(run_dir):
+                log_run(self.kind, Path(run_dir).name, built=False)
+                return
+            start = time.perf_counter()
+            self.launcher(args, reset_run_dir(run_dir))
+            mark_done(run_dir)
         log_run(self.kind, Path(run_dir).name, built=True, seconds=time.perf_counter() - start)
 
 
@@ -407,13 +427,15 @@ def _run_name(task: tuple[dict, str]) -> list[str]:
 
 
 def launch(args_list: Iterable[dict], launcher: Callable[[dict, Path], object], out_dir: str | os.PathLike, *,
-           jobs: int = 1, desc: str = "sweep", num_threads: int = 1, executor=None, kind: str = "sweep") -> dict[str, int]:
+           jobs: int = 1, desc: str = "sweep", num_threads: int = 1, executor=None, kind: str = "sweep",
+           jobs_dir: str | os.PathLike | None = None) -> dict[str, int]:
     """Run ``launcher(args, run_dir)`` for every run not done yet, then mark it done.
 
     Incomplete runs (a folder without ``done``) are emptied and run again from scratch. Returns the counts of
     ``pending``. See ``map_jobs`` for ``jobs``, ``num_threads`` and ``executor``; on Slurm each run is a task,
-    submitit's files go to ``<out_dir>/.submitit`` and runs still in flight from an earlier launch are waited
-    for, not submitted again.
+    submitit's files go to ``jobs_dir`` (default ``<out_dir>/.submitit``; processes sharing ``out_dir`` pass one
+    each) and runs still in flight from an earlier launch are waited for, not submitted again. Runs are trained
+    under their locks (``run_locks``), so processes may share ``out_dir``.
     """
     args_list = list(args_list)
     todo, counts = pending(args_list, out_dir)
@@ -422,5 +444,6 @@ def launch(args_list: Iterable[dict], launcher: Callable[[dict, Path], object], 
         if is_done(run_dir):
             log_run(kind, run_dir.name, built=False)
     map_jobs(_JobRunner(launcher, kind), [(args, str(run_dir)) for args, run_dir in todo], jobs=jobs, desc=desc,
-             num_threads=num_threads, executor=executor, folder=Path(out_dir) / SUBMITIT_FOLDER, units=_run_name)
+             num_threads=num_threads, executor=executor, units=_run_name,
+             folder=Path(jobs_dir) if jobs_dir is not None else Path(out_dir) / SUBMITIT_FOLDER)
     return counts

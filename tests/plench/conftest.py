@@ -39,3 +39,10 @@ class DigitsPLL:
 @pytest.fixture(scope="session")
 def digits_pll() -> DigitsPLL:
     return DigitsPLL()
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    """Plench's pages keep their sweep runs in the artifact cache (``plench.store``): each test gets its own, so no
+    test reads runs another one trained."""
+    monkeypatch.setenv("NOISY_CACHE_DIR", str(tmp_path / "cache"))

@@ -57,13 +57,25 @@ def test_doubling_the_splits_doubles_the_seeded_runs_only():
 
 
 def test_runs_of_two_notebooks_with_equal_arguments_are_two_runs():
-    """02's and 04's smoke sweeps share run arguments (PLDigits, MLP, configurations 0-1) but train in their own
-    folders: equal log keys, different identities."""
+    """02's and 04's smoke sweeps share run arguments (PLDigits, MLP, configurations 0-1) but stack MLP runs
+    (``batched: auto``), so each trains in its notebook's own folder (``plench.store``): equal log keys, different
+    identities."""
     tabular, validation = _plan("02_tabular"), _plan("04_validation_use")
     key = {r.identity.rsplit("/", 1)[1] for r in tabular if r.kind == "plench-run"}
     shared_keys = [r for r in validation if r.identity.rsplit("/", 1)[1] in key]
     assert shared_keys, "the smoke settings were expected to repeat some of 02's runs in 04"
     assert not {r.identity for r in tabular} & {r.identity for r in validation}
+
+
+def test_the_full_validation_arm_is_priced_once_with_the_image_tables():
+    """In the full profile 04's "validation" arm is the ResNet-32 search of 03 (runs trained alone): the same
+    identities, so the paper's total prices them once; only the "training" arm is 04's own."""
+    image, validation = _plan("03_image", "full"), _plan("04_validation_use", "full")
+    searched = [r for r in validation if r.kind == "plench-run"]
+    assert len(searched) == 2 * 26 * 20 * 3  # datasets x algorithms x configurations x splits
+    assert {r.identity for r in searched} <= {r.identity for r in image}
+    own = {r.identity for r in validation} - {r.identity for r in image}
+    assert len(own) == 2 * 26 * 3 and all(i.startswith("plench-sweeps/shared/training-arm/") for i in own)
 
 
 def test_a_batch_size_larger_than_the_split_is_a_config_error():
@@ -211,11 +223,16 @@ def test_planned_identities_are_the_keys_the_sweep_logs(tmp_path, monkeypatch):
     ds = load_pll_dataset("digits-USS")
     for _ in range(2):  # trains, then finds them done
         protocol.sweep_grids([grid], [ds], out_dir=tmp_path / "records")
-    planned = cost.sweep_runs("02_tabular", cost.RECORDS, grid, cost.dataset_sizes(["digits-USS"], None, None))
+    sizes = cost.dataset_sizes(["digits-USS"], None, None)
+    planned = cost.sweep_runs("02_tabular", cost.RECORDS, grid, sizes)
     logged = runlog.summarise(log)["plench-run"]
     assert logged["runs"] == logged["built"] == logged["loaded"] + 4 == 4
-    assert {r.identity for r in planned} == {cost.identity("02_tabular", "records", e["key"])
-                                             for e in runlog.read_log(log)}
+    # a stacking sweep's runs are its notebook's own (plench.store); the same grid trained alone is shared
+    assert {r.identity for r in planned} == {f"plench-sweeps/02_tabular/runs/{e['key']}" for e in runlog.read_log(log)}
+    alone = dataclasses.replace(grid, batched=False)
+    shared = [r.identity for r in cost.sweep_runs("04_validation_use", cost.RECORDS, alone, sizes)]
+    assert shared == [r.identity for r in cost.sweep_runs("02_tabular", cost.RECORDS, alone, sizes)]
+    assert all(i.startswith("plench-sweeps/shared/runs/") for i in shared)
     assert {r.identity.rsplit("/", 1)[1] for r in planned} == {p.name for p in (tmp_path / "records").iterdir()
                                                                 if not p.name.startswith(".")}
 
@@ -227,7 +244,7 @@ def test_training_arm_speedup_and_compat_check_keys(tmp_path, monkeypatch):
                             {"algorithms": ["CC"], "n_hparams": 1, "n_trials": 1, "steps": 2, "checkpoint_freq": 1,
                              "datasets": ["PLDigits-Vaguest"]})
     ds = load_pll_dataset("PLDigits-Vaguest")
-    reports.validation_use_arms({ds.name: ds}, cfg, out_dir=tmp_path)
+    reports.validation_use_arms({ds.name: ds}, cfg, sweep_dir=tmp_path / "runs", training_dir=tmp_path / "arm")
     planned = cost.plan("04_validation_use", cfg, {"data_dir": None})
     keys = {(e["kind"], e["key"]) for e in runlog.read_log(log)}
     assert {(r.kind, r.identity.rsplit("/", 1)[1]) for r in planned} == keys

@@ -1,0 +1,86 @@
+"""Plench's shared sweep folders (plench.store): where runs live, who shares them, and that nothing is trained twice."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from plench import protocol, reports, store
+from plench.data import load_pll_dataset
+from plench.pages import ValidationUse
+from shared import runlog, sweep
+from shared.errors import ConfigError
+from shared.profiles import notebook_settings
+
+torch.set_num_threads(1)
+METRICS = ["step", "loss", "val_accuracy", "test_acc"]
+TINY = {"datasets": ["PLDigits-Vaguest"], "algorithms": ["PRODEN", "CC"], "n_hparams": 2, "n_trials": 1, "steps": 6,
+        "checkpoint_freq": 3, "batched": False}
+
+
+def test_folders_are_in_the_cache_shared_or_a_notebooks_own_and_per_kind(tmp_path, monkeypatch):
+    monkeypatch.setenv("NOISY_CACHE_DIR", str(tmp_path / "elsewhere"))
+    shared, own = store.sweep_dir(store.RUNS), store.sweep_dir(store.RUNS, own="02_tabular")
+    arm = store.sweep_dir(store.TRAINING_ARM)
+    assert shared.parent == tmp_path / "elsewhere" / "plench-sweeps" / "shared"
+    assert own.parent.name == "02_tabular" and own.name == shared.name != arm.name
+    assert store.jobs_dir("03_image") == tmp_path / "elsewhere" / "plench-sweeps" / "03_image" / ".submitit"
+    assert store.stacks("auto") and store.stacks(True) and not store.stacks(False)
+    with pytest.raises(ConfigError, match="training-arm"):
+        store.sweep_dir("validation")
+
+
+def test_a_rerun_into_a_fresh_output_folder_trains_nothing(tmp_path):
+    """The batch runner gives every execution a fresh staging folder: runs kept there were trained again on every
+    rerun, and a killed notebook lost them all. In the cache they are found."""
+    first = ValidationUse("smoke", settings=TINY, out_dir=tmp_path / "a", device="cpu").run().data.set_index("arm")
+    again = ValidationUse("smoke", settings=TINY, out_dir=tmp_path / "b", device="cpu")
+    counts = again.run().data.set_index("arm")
+    assert list(first["ran"]) == [4, 2] and list(counts["ran"]) == [0, 0]
+    assert list(counts["skipped"]) == [4, 2]
+    assert not (tmp_path / "b" / "records").exists()
+
+
+def test_a_stacking_sweep_keeps_a_folder_of_its_own():
+    page = ValidationUse("smoke", settings={**TINY, "batched": "auto"}, device="cpu")
+    assert page.records_dir == store.sweep_dir(store.RUNS, own="04_validation_use")
+    assert ValidationUse("smoke", settings=TINY, device="cpu").records_dir == store.sweep_dir(store.RUNS)
+
+
+def test_the_validation_arm_reads_the_runs_another_sweep_trained(tmp_path, monkeypatch):
+    """03's search and 04's "validation" arm define the same runs (full profile: ResNet-32 on PLCIFAR10); trained by
+    one, they are read by the other, with the same metrics as if 04 had trained them itself."""
+    cfg = notebook_settings("plench", "04_validation_use", "smoke", TINY)
+    ds = load_pll_dataset("PLDigits-Vaguest")
+    grid, _ = reports.validation_use_grid(cfg)
+    protocol.sweep_grids([grid], [ds], out_dir=tmp_path / "runs")  # "03"
+    log = tmp_path / "runs.jsonl"
+    monkeypatch.setenv(runlog.ENV, str(log))
+    arms, counts = reports.validation_use_arms({ds.name: ds}, cfg, sweep_dir=tmp_path / "runs",
+                                               training_dir=tmp_path / "arm")
+    assert counts["validation"] == {"total": 4, "skipped": 4, "restarted": 0, "ran": 0}
+    summary = runlog.summarise(log)
+    assert summary["plench-run"]["built"] == 0 and summary["plench-run"]["loaded"] == 4
+    alone, _ = reports.validation_use_arms({ds.name: ds}, cfg, sweep_dir=tmp_path / "alone",
+                                           training_dir=tmp_path / "arm")
+    assert arms.drop(columns="per_trial").equals(alone.drop(columns="per_trial"))
+    shared = protocol.collect(tmp_path / "runs").sort_values(["run", "step"])[METRICS].reset_index(drop=True)
+    own = protocol.collect(tmp_path / "alone").sort_values(["run", "step"])[METRICS].reset_index(drop=True)
+    assert shared.equals(own)
+
+
+def test_a_run_finished_by_another_process_while_queued_is_read_not_retrained(tmp_path, monkeypatch):
+    """The sweep worker looks again under the runs' locks: another notebook (or a requeued Slurm task) may have
+    finished some of its task meanwhile."""
+    ds = load_pll_dataset("PLDigits-Vaguest")
+    args = protocol.sweep_args([ds], ["PRODEN"], n_hparams=2, n_trials=1, arch="mlp", checkpoint_freq=3, steps=6)
+    task = [(a, str(sweep.run_dir_for(a, tmp_path))) for a in args]
+    worker = protocol._SweepWorker({ds.name: ds}, ["PRODEN"], "cpu", protocol.EVAL_BATCH_SIZE)
+    worker([task[0]])  # "the other process"
+    before = (sweep.run_dir_for(args[0], tmp_path) / sweep.RESULTS_FILE).read_bytes()
+    log = tmp_path / "runs.jsonl"
+    monkeypatch.setenv(runlog.ENV, str(log))
+    worker(task)
+    built = {e["key"]: e["built"] for e in runlog.read_log(log)}
+    assert built == {sweep.args_hash(args[0]): False, sweep.args_hash(args[1]): True}
+    assert (sweep.run_dir_for(args[0], tmp_path) / sweep.RESULTS_FILE).read_bytes() == before
+    assert all(sweep.is_done(run_dir) for _, run_dir in task)
