@@ -17,7 +17,13 @@ workload's batch, whose last batch is partial); then it costs as ``rows / batch`
 counted by ``shared.workloads`` on the real architecture (``torch.utils.flop_counter``); seconds per step come from
 the device's calibration file (``shared/calibration/<device>.yaml``, written by ``python -m shared.gpu_check`` on
 that machine). A step measured there is *calibrated*; a workload the file lacks is *estimated* from its FLOPs at the
-device's stated peak times ``--utilization`` and labelled so; work without a torch step (scikit-learn fits,
+device's stated peak times ``--utilization`` and labelled so, but never below its operators' dispatch: a step that
+dispatches ``n`` operators (``shared.workloads.ops``: every ATen call of its forward and backward) takes at least
+``n`` times the device's time per operator (``dispatch.s_per_op`` of the calibration, ``shared.gpu_check``'s
+``measure_dispatch``; ``ASSUMED_DISPATCH_S`` where the device has not measured it). Small networks (CIFAR ResNets,
+Plench's MLPs, the rehearsal's one-layer transformers) are bound by that, not by arithmetic: a ResNet-32 step at
+batch 256 is ~0.1 TFLOP and ~470 operators, 0.3 ms of an H100's bf16 peak at 35 % but ~5 ms of dispatch. Work
+without a torch step (scikit-learn fits,
 corruption generation, COCO evaluation) has no FLOPs and is counted, not priced, unless its planner gives its
 seconds on the reference machine (``cpu_s``). Each notebook is also charged its startup where the calibration
 measured one (``startup``: a Jupyter kernel, and a fresh interpreter importing the paper's pages; the CPU's): seconds
@@ -50,6 +56,10 @@ from shared.progress import progress
 
 CALIBRATION_DIR = REPO_ROOT / "shared" / "calibration"
 DEFAULT_UTILIZATION = 0.35  # of bf16 dense peak, for workloads a device has not measured: typical of small CNNs
+# Host time per dispatched operator where a device has not measured it (shared.gpu_check.measure_dispatch): PyTorch
+# eager on a GPU spends microseconds per operator in Python, the dispatcher and the kernel launch. An assumption,
+# labelled so wherever it prices a step; the first gpu_check on the device replaces it.
+ASSUMED_DISPATCH_S = 10e-6
 BOUND_UTILIZATION = 0.5     # the issue's yardstick: a paper within 3x of its FLOPs at 50 % of peak
 
 # Dense peak throughput (TFLOP/s) of devices a user may price for without a calibration file: vendors' data
@@ -157,6 +167,8 @@ class Calibration:
     measured: dict = field(default_factory=dict)  # workload key -> {"step_s", "samples_per_s", ...}
     source: str = ""
     startup: dict = field(default_factory=dict)  # {"kernel": s, <paper>: s}: gpu_check's startup times
+    dispatch_s: float = ASSUMED_DISPATCH_S  # seconds per dispatched operator: the floor under an estimated step
+    dispatch_source: str = "assumed"
 
     @classmethod
     def load(cls, slug: str, directory: Path = CALIBRATION_DIR) -> Calibration:
@@ -172,8 +184,11 @@ class Calibration:
         peak = dict(data.get("peak_tflops") or PEAK_TFLOPS.get(slug, {}))
         startup = {k: float(v) for k, v in (data.get("startup") or {}).items() if isinstance(v, (int, float))
                    and k != "threads"}
+        dispatch = (data.get("dispatch") or {}).get("s_per_op")
+        measured_dispatch = isinstance(dispatch, (int, float)) and dispatch > 0
         return cls(slug, peak, measured, f"{path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}",
-                   startup)
+                   startup, float(dispatch) if measured_dispatch else ASSUMED_DISPATCH_S,
+                   "measured" if measured_dispatch else "assumed")
 
     def startup_seconds(self, paper: str) -> float:
         """What a notebook of ``paper`` costs before its first step (a kernel, the paper's imports); 0 unmeasured."""
@@ -188,7 +203,7 @@ class Calibration:
         rate = self.peak_tflops.get("fp32" if workload.precision == "fp32" else "bf16")
         if flops is None or not rate:
             return None, "unpriced"
-        return flops / (rate * 1e12 * utilization), "estimated"
+        return max(flops / (rate * 1e12 * utilization), (workload_ops(workload) or 0) * self.dispatch_s), "estimated"
 
 
 def workload_flops(workload) -> float | None:
@@ -207,6 +222,23 @@ def workload_flops(workload) -> float | None:
 
 
 _FLOPS: dict[str, float | None] = {}
+
+
+def workload_ops(workload) -> int | None:
+    """Operators one step dispatches (``shared.workloads.ops``, cached); None where they cannot be counted (the
+    step is then estimated from its FLOPs alone)."""
+    key = workload.key
+    if key not in _OPS:
+        from shared import workloads
+
+        try:
+            _OPS[key] = int(workloads.ops(workload))
+        except Exception:  # noqa: BLE001  the FLOPs' note already names a step that cannot be built
+            _OPS[key] = None
+    return _OPS[key]
+
+
+_OPS: dict[str, int | None] = {}
 
 
 # -- pricing -----------------------------------------------------------------------------------------------------
@@ -370,7 +402,8 @@ def report_rows(priced: dict[str, Priced], calibration: Calibration, utilization
 
 def print_report(rows: list[dict], calibration: Calibration, utilization: float, out=sys.stdout) -> None:
     print(f"device {calibration.slug} ({calibration.source}); workloads it has not measured are estimated at "
-          f"{utilization:.0%} of its peak ({calibration.peak_tflops})", file=out)
+          f"{utilization:.0%} of its peak ({calibration.peak_tflops}), and at least {calibration.dispatch_s * 1e6:.3g} "
+          f"us per operator they dispatch ({calibration.dispatch_source})", file=out)
     header = f"{'notebook':<34}{'runs':>7}{'steps':>9}{'examples':>10}{'views':>9}{'FLOPs':>10}{'hours':>12}" \
              f"{'of which est.':>14}{'unpriced':>9}{'FLOP bound':>12}"
     print(header, file=out)

@@ -74,8 +74,13 @@ def flops_text(flops: float) -> str:
 def how_priced(costs: FullProfileCosts) -> str:
     if costs.calibrated:
         return f"measured on an {costs.calibration.slug} ({costs.calibration.source})"
-    return (f"estimated: FLOPs at {costs.utilization:.0%} of an {costs.calibration.slug}'s bf16 peak "
-            f"({costs.calibration.peak_tflops.get('bf16', 0):g} TFLOP/s); no calibration measured on one yet")
+    cal = costs.calibration
+    dispatch = ("as measured there" if cal.dispatch_source == "measured" else
+                "an assumption: PyTorch's host time to dispatch and launch an operator, until one is measured")
+    return (f"estimated: FLOPs at {costs.utilization:.0%} of an {cal.slug}'s bf16 peak "
+            f"({cal.peak_tflops.get('bf16', 0):g} TFLOP/s), but never less than the step's operators (forward and "
+            f"backward, as dispatched) at {cal.dispatch_s * 1e6:.3g} µs each ({dispatch}), which is what bounds the "
+            "small networks (CIFAR ResNets, MLPs); no calibration measured on one yet")
 
 
 def reproduce_line(costs: FullProfileCosts | None, paper: str, stem: str) -> str:
@@ -87,7 +92,7 @@ def reproduce_line(costs: FullProfileCosts | None, paper: str, stem: str) -> str
         return "Its full profile trains nothing (analysis of the runs other pages make, or CPU work)."
     est = " (estimate)" if priced.estimated_s > 0.5 * priced.seconds else ""
     bound = flop_bound_hours(priced.flops, costs.calibration.peak_tflops.get("bf16", math.nan))
-    shared = f", {priced.runs - priced.charged} of them made by earlier pages" if priced.charged < priced.runs else ""
+    shared = f", {priced.runs - priced.charged:,} of them made by earlier pages" if priced.charged < priced.runs else ""
     text = (f"Its full profile makes {priced.runs:,} runs{shared}: {priced.steps:,} steps, "
             f"{flops_text(priced.flops)} FLOPs, about **{hours_text(priced.hours)} on one {costs.calibration.slug}**"
             f"{est}; the FLOP bound is {hours_text(bound)}")

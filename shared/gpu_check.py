@@ -43,6 +43,12 @@ the device, Mask R-CNN train + eval, a transformers fine-tuning step, the projec
       - {key, family, ..., measured_at, skipped: <reason>[, flops_per_step]}
     cuda_paths: {<name>: {status: ok | failed | skipped, what, detail | error | reason, seconds}}
     startup: {kernel: <s>, <paper>: <s> | skipped: {<paper>: reason}, threads, measured_at}
+    dispatch: {s_per_op, ops, step_s, workload, measured_at}  # measure_dispatch: the floor under estimated steps
+
+**Dispatch** (every run): the time per operator when operators are tiny (``measure_dispatch``: a one-row MLP's
+forward and backward, timed and divided by its operator count), the floor ``shared.cost`` puts under every step it
+estimates from FLOPs. On a GPU it is the host's cost of PyTorch's eager dispatch and the kernel launch, which bounds
+small networks (a CIFAR ResNet-32 step dispatches ~470 operators).
 
 **Startup** (``--startup``; by default on the CPU unless ``--only`` or ``--workload`` picks workloads): what a
 notebook costs before its first step, which ``shared.cost`` adds to every notebook's price. At the rehearsal's and
@@ -84,6 +90,7 @@ from shared.workloads import (
     FULL_PROFILE_WORKLOADS,
     Workload,
     build,
+    count_ops,
     family,
     flops,
     known_flops,
@@ -350,6 +357,36 @@ kc.execute_interactive("1", timeout=60)
 kc.stop_channels()
 km.shutdown_kernel(now=False)
 """
+
+
+#: the step whose time per operator ``measure_dispatch`` takes: a one-row MLP, whose operators do next to no work
+DISPATCH_WORKLOAD = Workload("tabular_mlp", "mlp", "train", 1, (8,), "fp32", {"num_classes": 2})
+
+
+def measure_dispatch(device, repeats: int = 300) -> dict:
+    """Seconds the device takes per dispatched operator when the operators themselves are tiny: ``compute()`` of a
+    one-row MLP's training step (forward, loss, backward), timed ``repeats`` times after a warm-up, divided by its
+    operator count (``shared.workloads.count_ops``, on the same device). ``shared.cost`` floors the estimate of a step
+    it has not measured at its operator count times this: below that, a small network's step is bound by dispatch
+    and kernel launches, not arithmetic."""
+    import torch
+
+    device, w = torch.device(device), DISPATCH_WORKLOAD
+    n_ops = count_ops(w, device)
+    step = build(w, device)
+    try:
+        for _ in range(20):
+            step.compute()
+        _sync(device)
+        started = time.perf_counter()
+        for _ in range(repeats):
+            step.compute()
+        _sync(device)
+        seconds = (time.perf_counter() - started) / repeats
+    finally:
+        step.close()
+    return {"s_per_op": float(f"{seconds / n_ops:.3g}"), "ops": n_ops, "step_s": round(seconds, 7),
+            "workload": w.key, "measured_at": now_iso()}
 
 
 def measure_startup(papers: list[str], threads: int | None, deadline: float = math.inf, tries: int = 2) -> dict:
@@ -843,7 +880,9 @@ def main(argv=None) -> int:
               "versions": versions(), "budget_s": args.budget,
               "settings": {"deterministic": True, "cudnn_benchmark": False, "threads": torch.get_num_threads(),
                            "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-                           "flops_version": FLOPS_VERSION}}
+                           "flops_version": FLOPS_VERSION},
+              "dispatch": measure_dispatch(device)}
+    log(f"dispatch: {header['dispatch']['s_per_op'] * 1e6:.1f} us per operator")
     entries: list[dict] = []
     cuda_paths = None
     startup = None

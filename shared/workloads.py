@@ -76,6 +76,8 @@ FLOPS_CACHE_FILE = "workload-flops.json"
 #: counts committed with the code (``commit_flops``), so that a fresh checkout prices the profiles without counting;
 #: a key missing from it is counted and cached as before
 COMMITTED_FLOPS_FILE = Path(__file__).resolve().parent / "calibration" / "flops.json"
+OPS_CACHE_FILE = "workload-ops.json"
+COMMITTED_OPS_FILE = Path(__file__).resolve().parent / "calibration" / "ops.json"  # as flops.json, operator counts
 _NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")  # arch names and string option values: nothing the key grammar uses
 
 
@@ -1220,14 +1222,38 @@ def count_flops(w: Workload, device="meta", batch: int | None = None) -> float:
     """Forward (+ backward for train) FLOPs of one step of ``w`` at ``batch`` (default ``w.batch``) on ``device``,
     from ``torch.utils.flop_counter.FlopCounterMode`` (matmuls, convolutions, attention; element-wise ops and the
     optimizer step are not counted)."""
-    torch = _torch()
     from torch.utils.flop_counter import FlopCounterMode
 
+    mode = FlopCounterMode(display=False)
+    _compute_under(w, device, batch, mode)
+    return float(mode.get_total_flops())
+
+
+def count_ops(w: Workload, device="meta", batch: int | None = None) -> int:
+    """The operators one step of ``w`` dispatches (forward + backward for train, as ``count_flops``; the optimizer
+    step not counted): every ATen call, views and element-wise ops included. Each costs the host a roughly fixed
+    time to dispatch and launch whatever its size, so a step of small kernels takes at least ``ops x`` that time
+    (``shared.cost``'s floor under an estimate from FLOPs; ``shared.gpu_check`` measures the time per op)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Counter(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Counter.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    _compute_under(w, device, batch, Counter())
+    return Counter.calls
+
+
+def _compute_under(w: Workload, device, batch: int | None, mode) -> None:
+    """Run ``compute()`` of ``w``'s step (at ``batch``, on ``device``) once inside the dispatch ``mode``."""
+    torch = _torch()
     step = build(w if batch in (None, w.batch) else w.replace(batch=batch), device)
     try:
-        with FlopCounterMode(display=False) as counter:
+        with mode:
             step.compute()
-        return float(counter.get_total_flops())
     finally:
         step.close()
         del step
@@ -1250,20 +1276,38 @@ def _count_anywhere(w: Workload, device=None) -> float:
     return count_flops(w, device or "cpu", small) * w.batch / small
 
 
+def _ops_anywhere(w: Workload, device=None) -> int:
+    """As ``_count_anywhere``, but a step's operators do not grow with the batch: counted at the family's small
+    batch off the meta device, and not scaled."""
+    if family(w.family).meta_flops:
+        try:
+            return count_ops(w, "meta")
+        except (RuntimeError, NotImplementedError, ValueError, TypeError, IndexError) as exc:
+            logging.getLogger(__name__).debug("%s: no operator count on the meta device (%s)", w.key, exc)
+    return count_ops(w, device or "cpu", min(w.batch, family(w.family).flops_batch))
+
+
 def flops_cache_path() -> Path:
     from shared.paths import cache_dir
 
     return cache_dir() / FLOPS_CACHE_FILE
 
 
-def _read_json(path: Path) -> dict:
+def ops_cache_path() -> Path:
+    from shared.paths import cache_dir
+
+    return cache_dir() / OPS_CACHE_FILE
+
+
+def _read_json(path: Path, table: str = "flops") -> dict:
+    """The ``table`` ("flops" or "ops") of a counts file; {} if absent, unreadable or of another FLOPS_VERSION."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-    if not isinstance(data, dict) or data.get("version") != FLOPS_VERSION or not isinstance(data.get("flops"), dict):
+    if not isinstance(data, dict) or data.get("version") != FLOPS_VERSION or not isinstance(data.get(table), dict):
         return {}
-    return data["flops"]
+    return data[table]
 
 
 def _write_json_atomic(path: Path, data) -> None:
@@ -1352,6 +1396,34 @@ def flops(w: Workload, *, device=None, cache: bool = True) -> float:
     return value
 
 
+def ops(w: Workload, *, device=None, cache: bool = True) -> int:
+    """The operators one step of ``w`` dispatches (``count_ops``), cached by workload key like ``flops`` in
+    ``<cache_dir>/workload-ops.json``, the committed table (``COMMITTED_OPS_FILE``) read on a miss. Precision and
+    memory layout are left out of the key as for FLOPs (autocast adds casts: a floor stays a floor)."""
+    same = _replace(w, precision="fp32", options=tuple((k, v) for k, v in w.options if k != "channels_last"))
+    if cache:
+        committed = _read_json(COMMITTED_OPS_FILE, "ops")
+        hit = _read_json(ops_cache_path(), "ops").get(same.key, committed.get(same.key))
+        if hit is not None:
+            return int(hit)
+    value = _ops_anywhere(same, device)
+    if cache:
+        path = ops_cache_path()
+        table = _read_json(path, "ops")
+        table[same.key] = value
+        _write_json_atomic(path, {"version": FLOPS_VERSION, "ops": table})
+    return value
+
+
+def commit_ops(source: Path | None = None, target: Path | None = None) -> int:
+    """As ``commit_flops``, for the operator counts (``COMMITTED_OPS_FILE``)."""
+    target = target or COMMITTED_OPS_FILE
+    table = _read_json(target, "ops")
+    new = {k: v for k, v in _read_json(source or ops_cache_path(), "ops").items() if k not in table}
+    _write_json_atomic(target, {"version": FLOPS_VERSION, "ops": {**table, **new}})
+    return len(new)
+
+
 # ================================================================================================ calibration files
 CALIBRATION_DIR = Path(__file__).resolve().parent / "calibration"
 
@@ -1377,6 +1449,7 @@ class Calibration:
     settings: dict = field(default_factory=dict)
     load_average: dict = field(default_factory=dict)  # the last run's 1/5/15-min load at start and end
     startup: dict = field(default_factory=dict)  # seconds a notebook spends before its first step: kernel, per paper
+    dispatch: dict = field(default_factory=dict)  # shared.gpu_check.measure_dispatch: seconds per operator
 
     def measured(self) -> dict[str, dict]:
         """The entries with a throughput (not skipped)."""
@@ -1397,7 +1470,8 @@ class Calibration:
         return {"schema": 1, "device": self.device, "peak_tflops": self.peak_tflops, "measured_at": self.measured_at,
                 "versions": self.versions, "budget_s": self.budget_s, "settings": self.settings,
                 "load_average": self.load_average, "runs": self.runs,
-                "workloads": list(self.workloads.values()), "cuda_paths": self.cuda_paths, "startup": self.startup}
+                "workloads": list(self.workloads.values()), "cuda_paths": self.cuda_paths, "startup": self.startup,
+                "dispatch": self.dispatch}
 
 
 def load_calibration(path) -> Calibration:
@@ -1422,7 +1496,7 @@ def load_calibration(path) -> Calibration:
     return Calibration(path, data["device"], data.get("peak_tflops") or {}, str(data.get("measured_at", "")),
                        data.get("versions") or {}, data.get("budget_s"), workloads, data.get("cuda_paths") or {},
                        data.get("runs") or [], data.get("settings") or {}, data.get("load_average") or {},
-                       data.get("startup") or {})
+                       data.get("startup") or {}, data.get("dispatch") or {})
 
 
 # ================================================================================================ the full profile

@@ -9,7 +9,7 @@ from shared import cost
 from shared.cost import Calibration, PlannedRun, Work, batched, price
 from shared.workloads import Workload
 
-STEP_S, FLOPS = 2.0, 1e9  # seconds and FLOPs of one full step of INFER
+STEP_S, FLOPS, OPS = 2.0, 1e9, 100  # seconds, FLOPs and operators of one full step of INFER
 
 
 @pytest.fixture
@@ -17,6 +17,7 @@ def infer(monkeypatch):
     """A batch-512 inference workload with a known FLOP count (not counted: a test needs no torch graph)."""
     w = Workload("cifar_resnet", "resnet20", "infer", 512, (3, 32, 32))
     monkeypatch.setitem(cost._FLOPS, w.key, FLOPS)
+    monkeypatch.setitem(cost._OPS, w.key, OPS)
     return w
 
 
@@ -49,6 +50,27 @@ def test_estimated_work_and_its_flop_bound_use_the_same_partial_steps(infer):
     p = priced(batched(infer, (40, 100), times=2), measured=False)
     assert p.flops == pytest.approx(FLOPS * 280 / 512)
     assert p.seconds == p.estimated_s == pytest.approx(FLOPS * 280 / 512 / 1e9)
+
+
+def test_an_estimate_is_never_below_the_steps_operators_dispatch(infer):
+    """Estimated from FLOPs (1 s a step here), unless dispatching the step's operators takes longer: 100 operators
+    at 50 ms each is 5 s a step. A measured step is its measurement, whatever the floor."""
+    slow = Calibration("test-device", {"fp32": 1e-3}, {}, dispatch_s=0.05)
+    assert slow.step_seconds(infer, 1.0) == (pytest.approx(OPS * 0.05), "estimated")
+    fast = Calibration("test-device", {"fp32": 1e-3}, {}, dispatch_s=1e-6)
+    assert fast.step_seconds(infer, 1.0) == (pytest.approx(FLOPS / 1e9), "estimated")
+    measured = Calibration("test-device", {"fp32": 1e-3}, {infer.key: {"step_s": STEP_S}}, dispatch_s=0.05)
+    assert measured.step_seconds(infer, 1.0) == (STEP_S, "calibrated")
+
+
+def test_a_device_without_a_dispatch_measurement_uses_the_stated_assumption(tmp_path):
+    (tmp_path / "mine.yaml").write_text("device: {type: cuda}\nworkloads: []\n")
+    (tmp_path / "measured.yaml").write_text("device: {type: cuda}\nworkloads: []\ndispatch: {s_per_op: 4.0e-6}\n")
+    assumed = Calibration.load("mine", tmp_path)
+    assert (assumed.dispatch_s, assumed.dispatch_source) == (cost.ASSUMED_DISPATCH_S, "assumed")
+    assert (Calibration.load("measured", tmp_path).dispatch_s, Calibration.load("measured", tmp_path).dispatch_source) \
+        == (4.0e-6, "measured")
+    assert Calibration.load("nvidia-h100", tmp_path).dispatch_source == "assumed"  # data-sheet peak only
 
 
 def test_batched_walks_each_split_in_its_own_batches(infer):

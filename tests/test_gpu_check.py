@@ -124,6 +124,28 @@ def test_flops_are_cached_by_key(cache_dir):
     assert W.flops_cache_path().parent == cache_dir
 
 
+def test_operators_grow_with_the_network_and_its_backward_not_with_the_batch(cache_dir):
+    """A step's operator count (the floor of shared.cost's estimates) is a property of the graph: the same at any
+    batch, larger with depth, and a training step (forward + backward) dispatches more than a forward."""
+    r20 = W.Workload("cifar_resnet", "resnet20", "train", 8, (3, 32, 32), "fp32", {"optimizer": "adam"})
+    r32 = r20.replace(arch="resnet32")
+    assert W.count_ops(r20) == W.count_ops(r20.replace(batch=64)) == W.count_ops(r20, "cpu", batch=2)
+    assert W.count_ops(r32) > W.count_ops(r20) > W.count_ops(r20.replace(phase="infer", options={})) > 0
+    # each basic block (two convolutions, two norms, a ReLU in between and one after the sum) adds the same operators
+    per_block = (W.count_ops(r32) - W.count_ops(r20)) / 6  # ResNet-32 has 15 blocks, ResNet-20 9
+    assert per_block == int(per_block) and 15 <= per_block <= 60
+    assert W.ops(r20) == W.count_ops(r20)  # cached by key, like the FLOPs
+    assert json.loads(W.ops_cache_path().read_text())["ops"][r20.key] == W.ops(r20)
+
+
+def test_dispatch_time_per_operator_is_measured_on_the_device(cache_dir):
+    from shared.gpu_check import DISPATCH_WORKLOAD, measure_dispatch
+
+    d = measure_dispatch("cpu", repeats=20)
+    assert d["ops"] == W.count_ops(DISPATCH_WORKLOAD, "cpu") and d["workload"] == DISPATCH_WORKLOAD.key
+    assert 1e-8 < d["s_per_op"] < 1e-3 and d["s_per_op"] == pytest.approx(d["step_s"] / d["ops"], rel=0.01)
+
+
 def test_flops_do_not_depend_on_the_precision(cache_dir, monkeypatch):
     """A bf16 channels-last step is the fp32 step's FLOPs, counted once for both: no second count for another
     precision or memory layout."""
@@ -363,6 +385,7 @@ def test_cli_cpu_budget_run(tmp_path):
     assert "kernel" in timed and timed | set(cal.startup.get("skipped", {})) >= {"kernel", *PAPERS}
     assert all(0 < cal.startup[k] < 15 for k in timed) and cal.startup["threads"] >= 1
     assert "samples/s" in proc.stdout and "wrote" in proc.stdout
+    assert 0 < cal.dispatch["s_per_op"] < 1e-3 and cal.dispatch["ops"] > 0  # the floor under estimated steps
 
 
 def test_cuda_paths_code_runs_on_the_cpu():
