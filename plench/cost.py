@@ -21,11 +21,12 @@ kind                      one run
 Identities. A run's log key is its folder name, ``shared.sweep.args_hash`` of its ``run_args`` (the speed-up
 and compat-check models: the hash of what they train, ``protocol.speedup_args`` / ``reports.compat_check_key``).
 Sweeps that train runs alone share one folder per kind (``plench.store``): a run two notebooks define (03's and
-04's full ResNet-32 runs on PLCIFAR10) is trained once, so its planned identity is the folder and the key,
-``plench-sweeps/shared/runs/<hash>``, priced once in a paper's total ("shared once") and, in the per-notebook rows,
-by the first notebook that plans it. A sweep that may stack runs (``batched`` not False: 02, 04's smoke MLPs) has a
-folder of its notebook's, ``plench-sweeps/<notebook>/runs/<hash>``, as have the speed-up and compat-check models:
-``<notebook>/speedup/<hash>``, ``<notebook>/compat_check/<hash>``.
+04's full ResNet-32 runs on PLCIFAR10) is trained once, so its planned identity is the folder, the datasets it
+trains on (by name; the folder is keyed by their contents, ``plench.store.data_key``) and the key,
+``plench-sweeps/shared/runs/<dataset+dataset>/<hash>``, priced once in a paper's total ("shared once") and, in the
+per-notebook rows, by the first notebook that plans it. A sweep that may stack runs (``batched`` not False: 02,
+04's smoke MLPs) has a folder of its notebook's, ``plench-sweeps/<notebook>/runs/<datasets>/<hash>``, as have the
+speed-up and compat-check models: ``<notebook>/speedup/<hash>``, ``<notebook>/compat_check/<hash>``.
 
 Work of a run (``run_work``). ``steps`` optimizer steps of the batch size its hyperparameters draw (Table 8:
 ``2**int(U(6, 9))`` for the image networks, ``2**int(U(5, 8))`` for the MLP; the defaults 256 and 128), every
@@ -127,18 +128,18 @@ def _plan_validation_use(notebook, cfg, data_dir, device) -> list[PlannedRun]:
     stubs = [size.stub() for size in sizes.values()]
     for args in reports.validation_training_args(stubs, list(cfg["algorithms"]), **common, device=device):
         moved = sizes[args["dataset"]].validation_in_training()
-        out.append(PlannedRun(TRAINING_ARM, identity(notebook, TRAINING_ARM_DIR, runs.args_hash(args)),
+        out.append(PlannedRun(TRAINING_ARM, identity(notebook, TRAINING_ARM_DIR, runs.args_hash(args), datasets=sizes),
                               _label(args, "training arm"), tuple(run_work(moved, args))))
     return out
 
 
 # ------------------------------------------------------------------------------------------ the runs
-def identity(notebook: str, folder: str, key: str, *, shared: bool = True) -> str:
+def identity(notebook: str, folder: str, key: str, *, shared: bool = True, datasets=()) -> str:
     """A run's planned identity: its run-log ``key`` in ``folder``, a sweep folder (``RECORDS``, ``TRAINING_ARM_DIR``:
-    the same for every notebook unless not ``shared``, ``plench.store``) or one of ``notebook``'s own ("speedup",
-    "compat_check")."""
+    the same for every notebook training on the same ``datasets`` unless not ``shared``, ``plench.store``) or one of
+    ``notebook``'s own ("speedup", "compat_check")."""
     if folder in (RECORDS, TRAINING_ARM_DIR):
-        return f"{store.ROOT}/{'shared' if shared else notebook}/{folder}/{key}"
+        return f"{store.ROOT}/{'shared' if shared else notebook}/{folder}/{'+'.join(sorted(datasets))}/{key}"
     return f"{notebook}/{folder}/{key}"
 
 
@@ -157,9 +158,11 @@ def sweep_runs(notebook: str, folder: str, grid: protocol.Grid, sizes: dict[str,
     args_list = grid.run_args([size.stub() for size in sizes.values()], device)
     todo = [(args, runs.args_hash(args)) for args in args_list]
     tasks = protocol.sweep_tasks(todo, batched=grid.batched, widths={n: s.width for n, s in sizes.items()})
-    stacked = {key for task in tasks if len(task) > 1 and _batchable(task[0][0]["algorithm"]) for _, key in task}
-    return [PlannedRun(RUN, identity(notebook, folder, key, shared=not store.stacks(grid.batched)), _label(args),
-                       tuple(run_work(sizes[args["dataset"]], args, stacked=key in stacked)))
+    stack = {key: len(task) for task in tasks if len(task) > 1 and _batchable(task[0][0]["algorithm"])
+             for _, key in task}
+    return [PlannedRun(RUN, identity(notebook, folder, key, shared=not store.stacks(grid.batched), datasets=sizes),
+                       _label(args),
+                       tuple(run_work(sizes[args["dataset"]], args, stack=stack.get(key, 1))))
             for args, key in todo]
 
 
@@ -181,10 +184,11 @@ def speedup_runs(notebook: str, cfg, sizes: dict[str, DataSize], device="cpu") -
         stacked = _batchable(call["algorithm"])
         work = run_work(size, member(*configs[0], 2, 1))
         for h, t in configs[:2]:
-            work += run_work(size, member(h, t, 2, 1), stacked=stacked)
+            work += run_work(size, member(h, t, 2, 1), stack=min(2, len(configs)) if stacked else 1)
         for h, t in configs:
             work += run_work(size, member(h, t, call["steps"], call["checkpoint_freq"]))
-            work += run_work(size, member(h, t, call["steps"], call["checkpoint_freq"]), stacked=stacked)
+            work += run_work(size, member(h, t, call["steps"], call["checkpoint_freq"]),
+                             stack=len(configs) if stacked else 1)
         label = (f"{call['dataset']} {call['algorithm']} batch size {call['hparams_overrides']['batch_size']}: "
                  f"{len(configs)} configurations x {call['steps']} steps, alone and stacked")
         out.append(PlannedRun(SPEEDUP, identity(notebook, "speedup", runs.args_hash(call)), label,
@@ -348,11 +352,12 @@ def checkpoints(steps: int, checkpoint_freq: int) -> int:
     return (steps - 1) // checkpoint_freq + 1 + (1 if (steps - 1) % checkpoint_freq else 0)
 
 
-def run_work(size: DataSize, args: dict, *, stacked: bool = False, evaluate: bool = True,
+def run_work(size: DataSize, args: dict, *, stack: int = 1, evaluate: bool = True,
              eval_batch_size: int = protocol.EVAL_BATCH_SIZE) -> list[Work]:
     """The work of one run with ``protocol.run_args`` ``args`` on data of ``size``: its training steps (one
     ``Work`` per phase and pass kind) and, with ``evaluate``, its checkpoints' evaluation passes, in the run's
-    precision (``args["precision"]``: bf16 runs name it, fp32 runs do not)."""
+    precision (``args["precision"]``: bf16 runs name it, fp32 runs do not). ``stack``: the runs trained with it as
+    one model (``train_runs_batched``; 1: alone), whose training steps share their operators' dispatch."""
     algorithm, arch, steps = args["algorithm"], args["arch"], int(args["steps"])
     precision = args.get("precision", "fp32")
     overrides = args.get("hparams_overrides") or {}
@@ -370,7 +375,7 @@ def run_work(size: DataSize, args: dict, *, stacked: bool = False, evaluate: boo
                           f"{batch} of {algorithm}; use a smaller batch_size (hparams_overrides)")
     views = _views_built(algorithm, size.modality)
     work = []
-    for phase in step_passes(algorithm, hp, compat=args["compat"], steps=steps, n_train=n_train, stacked=stacked):
+    for phase in step_passes(algorithm, hp, compat=args["compat"], steps=steps, n_train=n_train, stacked=stack > 1):
         what = f"{algorithm} {phase.what}".strip()
         if phase.cpu:
             work.append(Work(None, 0, n_train, what=phase.cpu))
@@ -379,11 +384,12 @@ def run_work(size: DataSize, args: dict, *, stacked: bool = False, evaluate: boo
         if arch == "mlp":  # tabular_mlp has no nograd option: the extra forwards are inference steps
             if phase.passes:
                 work.append(Work(workload(size, arch, "train", batch, precision=precision), phase.steps * phase.passes,
-                                 examples, views, what=f"{what}: {phase.passes} forward-backward pass(es) per step"))
+                                 examples, views, what=f"{what}: {phase.passes} forward-backward pass(es) per step",
+                                 stack=stack))
             if phase.nograd:
                 work.append(Work(workload(size, arch, "infer", batch, precision=precision), phase.steps * phase.nograd,
                                  0 if phase.passes else examples, views,
-                                 what=f"{what}: {phase.nograd} no-grad forward(s) per step"))
+                                 what=f"{what}: {phase.nograd} no-grad forward(s) per step", stack=stack))
         elif phase.passes:
             work.append(Work(workload(size, arch, "train", batch, algorithm=algorithm, passes=phase.passes,
                                       nograd=phase.nograd, precision=precision), phase.steps, examples, views, what=what))

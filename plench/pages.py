@@ -86,12 +86,20 @@ class Page(NotebookPage):
     def datasets(self) -> dict:
         return self.loaded[0]
 
-    @property
+    @cached_property
     def records_dir(self):
-        """The sweep folder, one folder per run, in the cache (``plench.store``): a re-run, or another notebook
-        whose settings define the same run, reads a finished run instead of training it. A sweep that stacks runs
-        (``batched``) has a folder of its own notebook, since a stacked run's last bits depend on its stack."""
-        return store.sweep_dir(store.RUNS, own=self.notebook if store.stacks(self.cfg.get("batched", False)) else None)
+        """The sweep folder, one folder per run, in the cache (``plench.store``), for the code checked out and the
+        datasets loaded: a re-run, or another notebook whose settings define the same run on the same data, reads a
+        finished run instead of training it. A sweep that stacks runs (``batched``) has a folder of its own
+        notebook and settings (``sweep_settings``), since a stacked run's last bits depend on its stack."""
+        if not store.stacks(self.cfg.get("batched", False)):
+            return store.sweep_dir(store.RUNS, self.datasets.values())
+        return store.sweep_dir(store.RUNS, self.datasets.values(), own=self.notebook, settings=self.sweep_settings())
+
+    def sweep_settings(self):
+        """What defines this page's sweeps (its ``protocol.Grid`` list where it has one): the key of a stacking
+        sweep's own folder."""
+        return dict(self.cfg)
 
     def settings_table(self):
         return show_table(super().settings_table())
@@ -123,12 +131,15 @@ class SweepPage(TrainingPage):
     def grids(self) -> list:
         raise NotImplementedError
 
+    def sweep_settings(self):
+        return self.grids()
+
     @cached_property
     def sweep(self) -> tuple[pd.DataFrame, dict]:
         """The sweep the settings define, resumably: the records of exactly its runs, and the counts."""
         with _run_by_run_quietly():
             return sweep_grids(self.grids(), list(self.datasets.values()), out_dir=self.records_dir,
-                               device=self.device, jobs_dir=store.jobs_dir(self.notebook))
+                               device=self.device)
 
     @property
     def records(self) -> pd.DataFrame:
@@ -357,7 +368,10 @@ class ImageBenchmark(SweepPage):
 
     def figure4(self):
         fig4 = self.cfg.fig4
-        title = f"Figure 4 analogue: {fig4['dataset'] or ' + '.join(self.datasets)}, {fig4['arch']} ({self.device})"
+        # the runs may have been trained earlier, elsewhere (the cache, plench.store): their records say where
+        sources = set(self.records["mem_source"]) if "mem_source" in self.records else set()
+        where = "GPU" if sources == {"cuda_max_allocated"} else "CPU" if sources == {"cpu_max_rss"} else "CPU and GPU"
+        title = f"Figure 4 analogue: {fig4['dataset'] or ' + '.join(self.datasets)}, {fig4['arch']} ({where})"
         return figures.figure4(self.costs, title, self.report)
 
     @cached_property
@@ -393,13 +407,17 @@ class ValidationUse(TrainingPage):
         """Training and validation rows per dataset (the validation rows move into training in the second arm)."""
         return show_table(reports.split_sizes(self.datasets), {"avg |S|": "{:.2f}"})
 
+    def sweep_settings(self):
+        return reports.validation_use_grid(self.cfg)
+
     @cached_property
     def sweep(self) -> tuple[pd.DataFrame, dict]:
         """Both arms, resumably (``validation_use_arms``): their results, and the sweep counts per arm."""
         with _run_by_run_quietly():
             arms, counts = reports.validation_use_arms(
-                self.datasets, self.cfg, sweep_dir=self.records_dir, training_dir=store.sweep_dir(store.TRAINING_ARM),
-                jobs_dir=store.jobs_dir(self.notebook), device=self.device, data_dir=self.data_dir)
+                self.datasets, self.cfg, sweep_dir=self.records_dir,
+                training_dir=store.sweep_dir(store.TRAINING_ARM, self.datasets.values()), device=self.device,
+                data_dir=self.data_dir)
         self.report.table(arms.drop(columns=["per_trial"]), "fig1_arms")
         return arms, counts
 

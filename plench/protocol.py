@@ -700,18 +700,18 @@ def sweep(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_
           checkpoint_freq: int, out_dir, steps: int | None = None, jobs: int = 1, device: str = "cpu",
           compat: bool = True, hparams_overrides: dict | None = None, batched: bool | str = False,
           max_group: int = 16, data_dir=None, eval_batch_size: int = EVAL_BATCH_SIZE, executor=None,
-          precision: str = DEFAULT_PRECISION, jobs_dir=None) -> dict[str, int]:
+          precision: str = DEFAULT_PRECISION) -> dict[str, int]:
     """PLENCH's sweep: every (trial_seed < n_trials, dataset, algorithm, hparams_seed < n_hparams) run, resumably.
 
     ``datasets`` are PLLDatasets or names for ``load_pll_dataset(name, data_dir)``; ``steps=None`` uses each
     dataset's own ``steps``. Runs already ``done`` under ``out_dir`` are skipped and incomplete ones re-run.
     ``jobs`` processes (one torch thread each) share the work, or ``executor`` runs it (``shared.sweep.map_jobs``:
     an ExecutorSpec or a setting such as ``{kind: slurm, partition: gpu, wait: false}``; on Slurm the tasks go
-    out as job arrays, submitit's logs and the ledger of jobs in flight go to ``jobs_dir`` (default
-    ``<out_dir>/.submitit``; callers sharing one ``out_dir`` pass one each), and with ``wait: false`` the call
-    raises ``shared.sweep.SweepPending`` once submitted; the next call collects). Several processes may share
-    ``out_dir`` (notebooks whose settings define common runs): each run is trained once, under its lock
-    (``shared.sweep.run_locks``), and the others read it. ``batched`` (see ``sweep_tasks``):
+    out as job arrays, submitit's logs and the ledger of jobs in flight go to ``<out_dir>/.submitit``, and with
+    ``wait: false`` the call raises ``shared.sweep.SweepPending`` once submitted; the next call collects). Several
+    processes may share ``out_dir`` (notebooks whose settings define common runs): each run is trained once, under
+    its lock (``shared.sweep.run_locks``), the others read it, and a run one launch has in flight on Slurm is not
+    submitted by another (the ledger is the folder's). ``batched`` (see ``sweep_tasks``):
     False trains run by run; True trains the MLP runs of one dataset, algorithm and batch size together
     (``train_runs_batched``), at most ``max_group`` at a time; "auto" does so only where it was measured to pay
     on a CPU (``batching_pays``: small batches of narrow tables). ``precision``: "auto" (bf16 mixed precision on
@@ -736,7 +736,7 @@ def sweep(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_
         if runs.is_done(run_dir):
             log_run(RUN_KIND, run_dir.name, built=False)
     spec = executor_spec(executor, jobs=jobs, threads=1)
-    folder = Path(jobs_dir) if jobs_dir is not None else Path(out_dir) / runs.SUBMITIT_FOLDER
+    folder = Path(out_dir) / runs.SUBMITIT_FOLDER
     if spec is not None and spec.kind == "slurm":  # runs that jobs of an earlier launch still hold stay with them
         flying = runs.in_flight(folder)
         todo = [(args, run_dir) for args, run_dir in todo if run_dir.name not in flying]
@@ -791,12 +791,11 @@ class Grid:
 
 
 def sweep_grids(grids: Sequence[Grid], datasets: Sequence[PLLDataset], *, out_dir, device: str = "cpu", jobs: int = 1,
-                data_dir=None, jobs_dir=None) -> tuple[pd.DataFrame, dict[str, int]]:
+                data_dir=None) -> tuple[pd.DataFrame, dict[str, int]]:
     """Run every grid's ``sweep`` under ``out_dir`` (resumably), then return the records of exactly the runs the
     grids define (``select_runs``: not the other runs the folder may hold) and the summed sweep counts.
     Several grids share one progress bar. On Slurm every grid is submitted before any is waited for, so their
-    arrays run side by side; with ``wait: false`` one ``shared.sweep.SweepPending`` names every job in flight.
-    ``jobs_dir``: see ``sweep`` (for callers that share ``out_dir``)."""
+    arrays run side by side; with ``wait: false`` one ``shared.sweep.SweepPending`` names every job in flight."""
     import dataclasses
     import os
     from unittest import mock
@@ -807,8 +806,7 @@ def sweep_grids(grids: Sequence[Grid], datasets: Sequence[PLLDataset], *, out_di
         return sweep(datasets, list(grid.algorithms), n_hparams=grid.n_hparams, n_trials=grid.n_trials,
                      arch=grid.arch, checkpoint_freq=grid.checkpoint_freq, out_dir=out_dir, steps=grid.steps,
                      jobs=jobs, device=device, compat=grid.compat, hparams_overrides=grid.hparams_overrides,
-                     batched=grid.batched, data_dir=data_dir, executor=executor, precision=grid.precision,
-                     jobs_dir=jobs_dir)
+                     batched=grid.batched, data_dir=data_dir, executor=executor, precision=grid.precision)
 
     grids = [g for g in grids if g.algorithms]
     submitted_first: dict[int, dict[str, int]] = {}  # grid -> its counts before anything was submitted

@@ -5,7 +5,7 @@ back its trained model.
     beside = tabular_paper_rows(results)                           # Tables 7, 9-16: reported("plench", "results") keys
     beside = image_paper_rows(results)                             # Tables 1-4
 
-    costs = step_costs(collect(records_dir))                       # Fig. 4: time per step, peak memory
+    costs = step_costs(select_runs(collect(folder, names=wanted), expected))   # Fig. 4: time per step, memory
     moved = validation_as_training(ds, trial_seed=0)               # Fig. 1: validation rows trained on, |S| = 1
     counts = train_with_validation([ds], ["PRODEN"], n_trials=2, arch="mlp", steps=200, checkpoint_freq=25,
                                    out_dir=store.sweep_dir(store.TRAINING_ARM))
@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -413,31 +412,28 @@ def validation_use_grid(cfg: Mapping) -> tuple[Grid, dict]:
     return grid, common
 
 
-def validation_use_arms(datasets: Mapping[str, PLLDataset], cfg: Mapping, *, sweep_dir, training_dir, jobs_dir=None,
-                        device="cpu", data_dir=None) -> tuple[pd.DataFrame, dict]:
+def validation_use_arms(datasets: Mapping[str, PLLDataset], cfg: Mapping, *, sweep_dir, training_dir, device="cpu",
+                        data_dir=None) -> tuple[pd.DataFrame, dict]:
     """Both arms of Figure 1(a, b), run resumably, and their results.
 
     "validation": the random search (``n_hparams`` configurations, hparams seed 0 = the defaults) under
     ``sweep_dir``, selected with OA & ES; "training": ``train_with_validation``'s one run per split under
     ``training_dir``, read at its last checkpoint (OA's rule). ``sweep_dir`` may be shared with other sweeps (the
     image tables' ResNet-32 search holds the same runs: ``plench.store``), whose finished runs are read, not
-    retrained. ``jobs_dir``: Slurm's logs and ledgers, ``<jobs_dir>/validation`` and ``/training`` (default: in each
-    folder). ``cfg`` holds algorithms, n_hparams, n_trials, arch, steps, checkpoint_freq, compat, batched,
+    retrained. ``cfg`` holds algorithms, n_hparams, n_trials, arch, steps, checkpoint_freq, compat, batched,
     nan_policy, error and (optionally) executor, where both arms train. Returns ``results_table``'s rows with ``arm``
     (criterion "OA&ES" or "last checkpoint") and the sweep counts per arm. Only the runs these settings define are
     read (``select_runs``). With an executor that does not wait, both arms are submitted before ``SweepPending``.
     """
     data = list(datasets.values())
     grid, common = validation_use_grid(cfg)
-    jobs = {arm: None if jobs_dir is None else Path(jobs_dir) / arm for arm in ("validation", "training")}
 
     def training_arm():
         return train_with_validation(data, cfg["algorithms"], out_dir=training_dir, device=device,
-                                     executor=cfg.get("executor"), jobs_dir=jobs["training"], **common)
+                                     executor=cfg.get("executor"), **common)
 
     try:
-        searched, counts = sweep_grids([grid], data, out_dir=sweep_dir, device=device, data_dir=data_dir,
-                                       jobs_dir=jobs["validation"])
+        searched, counts = sweep_grids([grid], data, out_dir=sweep_dir, device=device, data_dir=data_dir)
     except runs.SweepPending as submitted:  # submit the other arm too before returning
         training_arm()
         raise submitted
@@ -514,12 +510,12 @@ class _TrainWithValidation:
 def train_with_validation(datasets: Sequence[PLLDataset], algorithms: Sequence[str], *, n_trials: int, arch: str,
                           checkpoint_freq: int, out_dir, steps: int | None = None, device="cpu", compat: bool = True,
                           hparams_overrides: dict | None = None, executor=None,
-                          precision: str = DEFAULT_PRECISION, jobs_dir=None) -> dict[str, int]:
+                          precision: str = DEFAULT_PRECISION) -> dict[str, int]:
     """Figure 1's "training" arm: for every (trial seed, dataset, algorithm), one run with the default
     hyperparameters (hparams seed 0) on ``validation_as_training(dataset, trial_seed)``, resumably under
     ``out_dir`` (finished runs are skipped), where ``executor`` says (``shared.sweep.launch``; None: this
-    process; ``jobs_dir``: Slurm's logs and ledger, default ``<out_dir>/.submitit``). Returns the counts of
-    ``shared.sweep.pending``; the runs are ``validation_training_args``'s (for ``plench.protocol.select_runs``)."""
+    process). Returns the counts of ``shared.sweep.pending``; the runs are ``validation_training_args``'s (for
+    ``plench.protocol.select_runs``)."""
     unknown = [a for a in algorithms if a not in ALGORITHMS]
     if unknown:
         raise unknown_choice("algorithm", unknown[0], ALGORITHMS)
@@ -527,7 +523,7 @@ def train_with_validation(datasets: Sequence[PLLDataset], algorithms: Sequence[s
                                          checkpoint_freq=checkpoint_freq, steps=steps, compat=compat,
                                          hparams_overrides=hparams_overrides, precision=precision, device=device)
     return runs.launch(args_list, _TrainWithValidation(datasets, algorithms, device, hparams_overrides), out_dir,
-                       desc="plench training arm", executor=executor, kind=TRAINING_ARM_KIND, jobs_dir=jobs_dir)
+                       desc="plench training arm", executor=executor, kind=TRAINING_ARM_KIND)
 
 
 # ------------------------------------------------------------------------------------------------ a model to inspect

@@ -2,21 +2,27 @@
 
 A run's folder is named by the hash of its arguments (``shared.sweep.run_dir_for``), so notebooks whose settings
 define the same run train it once and read it after: in the full profile 04's "validation" arm is 3,120 of 03's
-ResNet-32 runs (13 of Plench's 31.6 projected H100-hours before they were shared). Each run is trained under its
-lock (``shared.sweep.run_locks``), so two notebooks running at once never train one run twice.
+ResNet-32 runs. Each run is trained under its lock (``shared.sweep.run_locks``), so two notebooks running at once
+never train one run twice; a run one notebook has in flight on Slurm is not submitted by the other (the folder's
+ledger of jobs, ``shared.sweep``).
 
-Runs trained stacked (``batched``: several MLP configurations as one model, ``protocol.train_runs_batched``) agree
-with a run trained alone only to about 1e-4, and differ by which runs share the stack; so a sweep that stacks keeps a
-folder of its own notebook, or one notebook's records would depend on which notebook reached a run first (the
-same settings must give the same bytes). Runs trained alone (the image networks: every full-profile run 04 shares
-with 03) are the same bytes whoever trains them, and share.
+A folder is ``<cache>/plench-sweeps/<owner>/<kind>-<code>/<data>`` (``shared.paths.cache_dir``: ``$NOISY_CACHE_DIR``
+or ``.cache/artifacts``), and a run is read only by what agrees on all four:
 
-The folders sit under ``<cache>/plench-sweeps/`` (``shared.paths.cache_dir``: ``$NOISY_CACHE_DIR`` or
-``.cache/artifacts``): ``shared/<kind>-<code>`` or ``<notebook>/<kind>-<code>``, where ``<code>`` fingerprints the
-code that trains a run of that kind (``shared.cache.code_fingerprint``: the module and every project module it
-imports). Editing that code starts new folders, as the cache rebuilds its entries; a notebook's own output folder,
-which the batch runner replaces on every run, never holds the only copy of hours of training, and a killed
-notebook keeps every run it finished.
+* ``<code>``: the code that trains a run of that kind (``plench.protocol`` and what it imports, or
+  ``plench.reports`` for the training arm), without the modules that only schedule, lock, log or show progress
+  (``INFRASTRUCTURE``). Editing that code starts new folders, as the cache rebuilds its entries.
+* ``<data>``: the contents of the datasets the sweep trains on (``data_key``), so runs on other files under the same
+  names (the CI rehearsal's stand-ins and the larger ones of ``make rehearse``, a replaced download) are not read.
+* ``<owner>``: ``shared``, or for a sweep that stacks runs (``batched``: several MLP configurations trained as one
+  model, ``protocol.train_runs_batched``) its notebook and a hash of its settings. A stacked run agrees with a run
+  trained alone only to about 1e-4 and depends on which runs share its stack; kept apart per notebook and settings,
+  the same settings give the same records whatever else ran before. Runs trained alone (the image networks: every
+  run 04 shares with 03) are the same whoever trains them.
+
+A notebook's own output folder, which the batch runner replaces on every run, never holds the only copy of hours of
+training, and a killed notebook keeps every run it finished. Compute nodes of a cluster need the cache on a shared
+filesystem where ``flock`` works across nodes (NFSv4, Lustre, GPFS).
 
 ========================  ===================================================================================
 kind                      runs
@@ -25,46 +31,80 @@ kind                      runs
 ``TRAINING_ARM``          04's "training" arm (``reports.train_with_validation``); code: ``plench.reports``
 ========================  ===================================================================================
 
-    folder = sweep_dir(RUNS)                          # shared: pass as protocol.sweep(out_dir=...)
-    folder = sweep_dir(RUNS, own="02_tabular")        # a stacking sweep's own
-    jobs = jobs_dir("03_image")                        # its Slurm ledger and logs (one per notebook)
+    folder = sweep_dir(RUNS, datasets)                                 # shared: protocol.sweep(out_dir=folder)
+    folder = sweep_dir(RUNS, datasets, own="02_tabular", settings=grids)   # a stacking sweep's own
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import importlib
+import json
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
+import numpy as np
+
 from shared.errors import unknown_choice
-from shared.paths import cache_dir
+from shared.paths import REPO_ROOT, cache_dir
 
 RUNS, TRAINING_ARM = "runs", "training-arm"
 CODE = {RUNS: "plench.protocol", TRAINING_ARM: "plench.reports"}  # the module that trains a run of each kind
 ROOT = "plench-sweeps"
+# modules in that code's imports that decide where, when and how visibly a run trains, never its numbers
+INFRASTRUCTURE = ("shared/executor.py", "shared/workers.py", "shared/progress.py", "shared/locks.py",
+                  "shared/runlog.py", "shared/paths.py", "shared/errors.py")
 
 
 @cache
 def _code(module: str) -> str:
-    from shared.cache import code_fingerprint
+    from shared.codedeps import fingerprint_files, module_closure
 
-    return code_fingerprint(importlib.import_module(module))[:12]
+    importlib.import_module(module)
+    files = [f for f in module_closure([module]) if Path(f).relative_to(REPO_ROOT).as_posix() not in INFRASTRUCTURE]
+    return fingerprint_files(files)[:12]
 
 
-def sweep_dir(kind: str = RUNS, *, own: str | None = None) -> Path:
-    """The sweep folder of ``kind`` (``RUNS`` or ``TRAINING_ARM``) for the code checked out now: the one every
-    notebook shares, or with ``own`` (a notebook stem) that notebook's own (for sweeps that stack runs)."""
+def data_key(datasets: Iterable) -> str:
+    """12 hex digits of SHA-256 over the datasets (``plench.data.PLLDataset``), in name order: name, modality,
+    steps, classes and every array (features, candidate sets, labels, the fixed test set)."""
+    digest = hashlib.sha256()
+    for ds in sorted(datasets, key=lambda d: d.name):
+        digest.update(json.dumps([ds.name, ds.modality, ds.steps, list(ds.classes)]).encode())
+        for array in (ds.X, ds.S, ds.y, *(ds.test or ())):
+            array = np.ascontiguousarray(array)
+            digest.update(f"{array.dtype.str}{array.shape}".encode())
+            digest.update(memoryview(array).cast("B"))
+    return digest.hexdigest()[:12]
+
+
+def settings_key(settings) -> str:
+    """12 hex digits of SHA-256 over ``settings`` (e.g. a notebook's ``protocol.Grid`` list) as sorted JSON; where
+    runs train (``executor``) is left out."""
+    def plain(value):
+        if dataclasses.is_dataclass(value):
+            return {k: plain(v) for k, v in dataclasses.asdict(value).items() if k != "executor"}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items() if k != "executor"}
+        return value
+
+    return hashlib.sha256(json.dumps(plain(settings), sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def sweep_dir(kind: str = RUNS, datasets: Iterable = (), *, own: str | None = None, settings=None) -> Path:
+    """The sweep folder of ``kind`` (``RUNS`` or ``TRAINING_ARM``) for the code checked out now and these
+    ``datasets``: the one every notebook shares, or with ``own`` (a notebook stem) that notebook's own for these
+    ``settings`` (for sweeps that stack runs)."""
     if kind not in CODE:
         raise unknown_choice("Plench sweep kind", kind, CODE)
-    return cache_dir() / ROOT / (own or "shared") / f"{kind}-{_code(CODE[kind])}"
+    owner = "shared" if own is None else f"{own}/{settings_key(settings)}"
+    return cache_dir() / ROOT / owner / f"{kind}-{_code(CODE[kind])}" / data_key(datasets)
 
 
 def stacks(batched) -> bool:
     """Whether a sweep with this ``batched`` setting may stack runs (``protocol.sweep_tasks``): then it needs a
     folder of its own (``sweep_dir(own=...)``)."""
     return batched is not False
-
-
-def jobs_dir(notebook: str) -> Path:
-    """Submitit's logs and the ledger of Slurm jobs in flight for ``notebook``'s sweeps (``protocol.sweep``'s
-    ``jobs_dir``): one per notebook, since notebooks share the run folders but each collects its own jobs."""
-    return cache_dir() / ROOT / notebook / ".submitit"

@@ -97,6 +97,7 @@ class Work:
     cpu_s: float | None = None  # seconds on the reference CPU, for work without a workload (None: not priced)
     what: str = ""
     rows: int | None = None
+    stack: int = 1  # runs trained as one model that share each of these steps: each pays 1/stack of its dispatch
 
     def __post_init__(self):
         if self.rows is None:
@@ -194,8 +195,9 @@ class Calibration:
         """What a notebook of ``paper`` costs before its first step (a kernel, the paper's imports); 0 unmeasured."""
         return self.startup.get("kernel", 0.0) + self.startup.get(paper, 0.0)
 
-    def step_seconds(self, workload, utilization: float) -> tuple[float | None, str]:
-        """(seconds per step, "calibrated" | "estimated" | "unpriced") for ``workload``."""
+    def step_seconds(self, workload, utilization: float, stack: int = 1) -> tuple[float | None, str]:
+        """(seconds per step, "calibrated" | "estimated" | "unpriced") for ``workload``; an estimate is at least the
+        step's operators' dispatch, shared by the ``stack`` runs trained as one model (``Work.stack``)."""
         hit = self.measured.get(workload.key)
         if hit is not None:
             return float(hit["step_s"]), "calibrated"
@@ -203,7 +205,8 @@ class Calibration:
         rate = self.peak_tflops.get("fp32" if workload.precision == "fp32" else "bf16")
         if flops is None or not rate:
             return None, "unpriced"
-        return max(flops / (rate * 1e12 * utilization), (workload_ops(workload) or 0) * self.dispatch_s), "estimated"
+        floor = (workload_ops(workload) or 0) * self.dispatch_s / stack
+        return max(flops / (rate * 1e12 * utilization), floor), "estimated"
 
 
 def workload_flops(workload) -> float | None:
@@ -233,7 +236,9 @@ def workload_ops(workload) -> int | None:
 
         try:
             _OPS[key] = int(workloads.ops(workload))
-        except Exception:  # noqa: BLE001  the FLOPs' note already names a step that cannot be built
+        except Exception as e:  # noqa: BLE001  priced from its FLOPs alone, and said so once
+            print(f"note: {key}'s operators could not be counted ({type(e).__name__}: {e}); its estimate has no "
+                  "dispatch floor", file=sys.stderr)
             _OPS[key] = None
     return _OPS[key]
 
@@ -301,7 +306,7 @@ def price(plans: dict[str, list[PlannedRun]], calibration: Calibration, *,
                 flops = workload_flops(w.workload)
                 if flops is not None:
                     p.flops += flops * full
-                step_s, how = calibration.step_seconds(w.workload, utilization)
+                step_s, how = calibration.step_seconds(w.workload, utilization, w.stack)
                 if step_s is None:
                     p.unpriced += 1
                     continue

@@ -389,6 +389,17 @@ def measure_dispatch(device, repeats: int = 300) -> dict:
             "workload": w.key, "measured_at": now_iso()}
 
 
+def _dispatch_or_why(device) -> dict:
+    """``measure_dispatch``, or ``{"skipped": reason}`` if it fails (the workloads are still measured)."""
+    try:
+        dispatch = measure_dispatch(device)
+    except Exception as exc:  # noqa: BLE001  a calibration run never dies of its smallest measurement
+        log(f"dispatch: skipped ({_last_line(exc)})")
+        return {"skipped": _last_line(exc)}
+    log(f"dispatch: {dispatch['s_per_op'] * 1e6:.1f} us per operator")
+    return dispatch
+
+
 def measure_startup(papers: list[str], threads: int | None, deadline: float = math.inf, tries: int = 2) -> dict:
     """``{"kernel": s, <paper>: s, ...}``: a kernel's start and shutdown, and per paper a fresh interpreter's import
     of its notebooks' imports (module docstring, Startup); ``skipped`` names what could not be timed and why (nothing
@@ -577,9 +588,11 @@ def merge_workloads(old: list[dict], new: list[dict]) -> list[dict]:
 
 
 def merge_file(path: Path, header: dict, entries: list[dict], run: dict, cuda_paths: dict | None,
-               startup: dict | None = None) -> dict:
+               startup: dict | None = None, refine: bool = False) -> dict:
     """The calibration at ``path`` (if any) with this run merged in: header fields replaced, workloads merged by key,
-    the run appended to ``runs``, CUDA path results replaced name by name, the startup times replaced if measured."""
+    the run appended to ``runs``, CUDA path results replaced name by name, the startup times replaced if measured.
+    ``refine`` (a run of chosen workloads, ``--only``/``--workload``): the file's peak rates and budget stay those of
+    the full calibration run that measured them."""
     old = {}
     if path.exists():
         try:
@@ -587,6 +600,8 @@ def merge_file(path: Path, header: dict, entries: list[dict], run: dict, cuda_pa
         except ConfigError as exc:
             log(f"warning: {exc}; starting a new file")
     runs = [r for r in old.get("runs", []) if r.get("started") != run.get("started")] + [run]
+    if refine and old.get("peak_tflops"):
+        header = {**header, "peak_tflops": old["peak_tflops"], "budget_s": old.get("budget_s")}
     paths = dict(old.get("cuda_paths") or {})
     paths.update(cuda_paths or {})
     return {"schema": 1, **header, "load_average": {"start": run.get("load_average_start"),
@@ -881,8 +896,7 @@ def main(argv=None) -> int:
               "settings": {"deterministic": True, "cudnn_benchmark": False, "threads": torch.get_num_threads(),
                            "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
                            "flops_version": FLOPS_VERSION},
-              "dispatch": measure_dispatch(device)}
-    log(f"dispatch: {header['dispatch']['s_per_op'] * 1e6:.1f} us per operator")
+              "dispatch": _dispatch_or_why(device)}
     entries: list[dict] = []
     cuda_paths = None
     startup = None
@@ -898,7 +912,8 @@ def main(argv=None) -> int:
         run.update(finished=now_iso() if final else None, elapsed_s=round(time.perf_counter() - start, 1),
                    load_average_end=load_average(), measured=sum("samples_per_s" in e for e in entries),
                    skipped=sum("skipped" in e for e in entries))
-        write_yaml_atomic(out, merge_file(out, header, entries, run, cuda_paths, startup))
+        write_yaml_atomic(out, merge_file(out, header, entries, run, cuda_paths, startup,
+                                          refine=bool(args.only or args.workload)))
 
     paths_wanted = device.type == "cuda" and not args.no_cuda_paths
     if args.cuda_paths:

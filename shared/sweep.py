@@ -31,7 +31,7 @@ import numpy as np
 from shared.errors import ConfigError, DataFormatError, ReplicationError
 from shared.executor import (FINISHED_OK, ExecutorSpec, JobFailed, SlurmJob, as_completed, executor_spec,
                              make_executor, queued_or_running)
-from shared.locks import file_locks
+from shared.locks import file_lock, file_locks
 from shared.progress import progress
 from shared.runlog import log_run
 
@@ -246,11 +246,18 @@ def _read_ledger(folder: Path) -> list[dict]:
     return []
 
 
-def _write_ledger(folder: Path, entries: list[dict]) -> None:
+def _update_ledger(folder: Path, *, add: Iterable[dict] = (), remove: Iterable[str] = ()) -> None:
+    """Add jobs to the ledger and remove others (by job id), under its lock, applied to what the file holds now:
+    launches from several processes may share a sweep folder (notebooks with common runs), and each changes only
+    its own entries."""
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{SUBMITTED_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"jobs": entries}, indent=1))
-    os.replace(tmp, folder / SUBMITTED_FILE)
+    with file_lock(folder / f"{SUBMITTED_FILE}.lock"):
+        gone = set(remove)
+        entries = {e["job_id"]: e for e in _read_ledger(folder) if e["job_id"] not in gone}
+        entries.update({e["job_id"]: e for e in add})
+        tmp = folder / f".{SUBMITTED_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"jobs": list(entries.values())}, indent=1))
+        os.replace(tmp, folder / SUBMITTED_FILE)
 
 
 def in_flight(folder: str | os.PathLike) -> set[str]:
@@ -278,7 +285,8 @@ def _attach(folder: Path) -> list[tuple[object, list[list[str]]]]:
         if job.state != FINISHED_OK:
             print(f"Slurm job {job.job_id} of an earlier launch is no longer queued or running and left no result "
                   f"(state {job.state}, log {job.log}); its unfinished runs are submitted again", file=sys.stderr)
-    _write_ledger(folder, [entry for _, entry in kept])
+    kept_ids = {entry["job_id"] for _, entry in kept}
+    _update_ledger(folder, remove=[e["job_id"] for e in entries if e["job_id"] not in kept_ids])
     return [(job, entry["tasks"]) for job, entry in kept]
 
 
@@ -296,8 +304,7 @@ def _map_on_slurm(fn: Callable, tasks: list, spec: ExecutorSpec, folder: Path, d
         jobs = executor.submit_array(_Chunk(fn), [([(list(key), task) for key, task in chunk],) for chunk in part])
         submitted += [(job, [list(key) for key, _ in chunk]) for job, chunk in zip(jobs, part)]
     every = attached + submitted
-    ledger = {job.job_id: {"job_id": job.job_id, "tasks": entry} for job, entry in every}
-    _write_ledger(folder, list(ledger.values()))
+    _update_ledger(folder, add=[{"job_id": job.job_id, "tasks": entry} for job, entry in submitted])
     if not spec.wait and every:
         raise SweepPending(sum(len(entry) for _, entry in every), [job.job_id for job, _ in every], folder)
     entries = {job.job_id: entry for job, entry in every}
@@ -311,12 +318,11 @@ def _map_on_slurm(fn: Callable, tasks: list, spec: ExecutorSpec, folder: Path, d
             except JobFailed as error:
                 failures.append((error, entry))
                 bar.write(f"Slurm job {error.job_id} ended {error.state}; log {error.log}")
-            del ledger[job.job_id]
-            _write_ledger(folder, list(ledger.values()))
+            _update_ledger(folder, remove=[job.job_id])
             bar.update(len(entry))
     except BaseException:
         executor.shutdown(cancel=True)
-        _write_ledger(folder, [e for e in ledger.values() if e["job_id"] not in {j.job_id for j, _ in submitted}])
+        _update_ledger(folder, remove=[j.job_id for j, _ in submitted])
         raise
     finally:
         bar.close()
@@ -427,15 +433,14 @@ def _run_name(task: tuple[dict, str]) -> list[str]:
 
 
 def launch(args_list: Iterable[dict], launcher: Callable[[dict, Path], object], out_dir: str | os.PathLike, *,
-           jobs: int = 1, desc: str = "sweep", num_threads: int = 1, executor=None, kind: str = "sweep",
-           jobs_dir: str | os.PathLike | None = None) -> dict[str, int]:
+           jobs: int = 1, desc: str = "sweep", num_threads: int = 1, executor=None, kind: str = "sweep") -> dict[str, int]:
     """Run ``launcher(args, run_dir)`` for every run not done yet, then mark it done.
 
     Incomplete runs (a folder without ``done``) are emptied and run again from scratch. Returns the counts of
     ``pending``. See ``map_jobs`` for ``jobs``, ``num_threads`` and ``executor``; on Slurm each run is a task,
-    submitit's files go to ``jobs_dir`` (default ``<out_dir>/.submitit``; processes sharing ``out_dir`` pass one
-    each) and runs still in flight from an earlier launch are waited for, not submitted again. Runs are trained
-    under their locks (``run_locks``), so processes may share ``out_dir``.
+    submitit's files go to ``<out_dir>/.submitit`` and runs still in flight from an earlier launch (of this process
+    or another sharing the folder: the ledger is updated under a lock) are waited for, not submitted again. Runs
+    are trained under their locks (``run_locks``), so processes may share ``out_dir``.
     """
     args_list = list(args_list)
     todo, counts = pending(args_list, out_dir)
@@ -444,6 +449,5 @@ def launch(args_list: Iterable[dict], launcher: Callable[[dict, Path], object], 
         if is_done(run_dir):
             log_run(kind, run_dir.name, built=False)
     map_jobs(_JobRunner(launcher, kind), [(args, str(run_dir)) for args, run_dir in todo], jobs=jobs, desc=desc,
-             num_threads=num_threads, executor=executor, units=_run_name,
-             folder=Path(jobs_dir) if jobs_dir is not None else Path(out_dir) / SUBMITIT_FOLDER)
+             num_threads=num_threads, executor=executor, folder=Path(out_dir) / SUBMITIT_FOLDER, units=_run_name)
     return counts

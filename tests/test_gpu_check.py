@@ -335,6 +335,20 @@ def test_merge_keeps_measurements_and_newer_wins(tmp_path):
     assert cal.samples_per_s("a") == 10.0 and cal.samples_per_s("b") == 6.0 and cal.samples_per_s("e") is None
     assert [r["started"] for r in cal.runs] == ["r1", "r2"] and cal.cuda_paths["p"]["status"] == "ok"
     assert not list(tmp_path.glob(".*.tmp")), "atomic writes leave no temporary file"
+    # a run of chosen workloads (--only / --workload) keeps the full run's peak rates and budget; it adds the rest
+    quick = {**header, "peak_tflops": {"fp32": 0.5}, "budget_s": 1, "dispatch": {"s_per_op": 2e-6}}
+    G.write_yaml_atomic(path, G.merge_file(path, quick, [], {"started": "r3"}, None, refine=True))
+    cal = W.load_calibration(path)
+    assert cal.peak_tflops == {"fp32": 1.0} and cal.budget_s == 10 and cal.dispatch == {"s_per_op": 2e-6}
+    G.write_yaml_atomic(path, G.merge_file(path, quick, [], {"started": "r4"}, None))  # a full run replaces them
+    assert W.load_calibration(path).peak_tflops == {"fp32": 0.5}
+
+
+def test_a_failing_dispatch_measurement_is_recorded_not_fatal(monkeypatch):
+    from shared import gpu_check as G
+
+    monkeypatch.setattr(G, "measure_dispatch", lambda device: 1 / 0)
+    assert G._dispatch_or_why("cpu") == {"skipped": "ZeroDivisionError: division by zero"}
 
 
 def test_load_calibration_rejects_other_files(tmp_path):

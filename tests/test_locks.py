@@ -1,4 +1,4 @@
-"""File locks (shared.locks) and the run locks of shared sweeps: processes sharing a sweep folder train each run once."""
+"""File locks (shared.locks), and sweeps shared by several processes: each run trained once, no job forgotten."""
 from __future__ import annotations
 
 import json
@@ -102,3 +102,29 @@ def test_two_processes_sharing_a_sweep_folder_train_each_run_once(tmp_path):
     assert sorted(int(line.split()[0]) for line in trained) == list(range(6))  # each run trained once
     assert [r["by"] for r in records] == [line.split()[1] for line in sorted(
         trained, key=lambda line: sweep.args_hash({"i": int(line.split()[0])}))]  # and its records are its trainer's
+
+
+_LEDGER = r"""
+import sys
+from pathlib import Path
+from shared import sweep
+
+folder, me = Path(sys.argv[1]), sys.argv[2]
+(folder / f"ready-{me}").touch()
+while len(list(folder.glob("ready-*"))) < 2:  # both start together
+    pass
+for i in range(200):  # another launcher sharing the sweep folder adds and removes its own jobs meanwhile
+    sweep._update_ledger(folder, add=[{"job_id": f"{me}{i}", "tasks": [[f"run-{me}{i}"]]}])
+    if i % 2:
+        sweep._update_ledger(folder, remove=[f"{me}{i - 1}"])
+"""
+
+
+def test_launches_sharing_a_folder_never_drop_each_others_jobs_from_the_ledger(tmp_path):
+    """Notebooks that share a sweep folder share its ledger of Slurm jobs: each adds and removes only its own
+    entries, under the ledger's lock, so a job one has in flight is never forgotten (and submitted twice)."""
+    procs = [subprocess.Popen([sys.executable, "-c", _LEDGER, str(tmp_path), name], cwd=REPO_ROOT)
+             for name in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    jobs = {e["job_id"] for e in sweep._read_ledger(tmp_path)}
+    assert jobs == {f"{name}{i}" for name in "ab" for i in range(1, 200, 2)}

@@ -75,7 +75,8 @@ def test_the_full_validation_arm_is_priced_once_with_the_image_tables():
     assert len(searched) == 2 * 26 * 20 * 3  # datasets x algorithms x configurations x splits
     assert {r.identity for r in searched} <= {r.identity for r in image}
     own = {r.identity for r in validation} - {r.identity for r in image}
-    assert len(own) == 2 * 26 * 3 and all(i.startswith("plench-sweeps/shared/training-arm/") for i in own)
+    assert len(own) == 2 * 26 * 3 and all(i.startswith("plench-sweeps/shared/training-arm/PLCIFAR10_Aggregate+"
+                                                       "PLCIFAR10_Vaguest/") for i in own)
 
 
 def test_a_batch_size_larger_than_the_split_is_a_config_error():
@@ -159,9 +160,22 @@ def test_stacked_mlp_steps_refresh_every_member():
     """``train_runs_batched`` re-forwards the batch for every member: CC's stacked steps gain a no-grad forward."""
     size = cost.dataset_sizes(["PLDigits-Vaguest"], None, None)["PLDigits-Vaguest"]
     args = protocol.run_args(size.name, "CC", arch="mlp", hparams_seed=0, trial_seed=0, steps=40, checkpoint_freq=20)
-    alone, stacked = cost.run_work(size, args), cost.run_work(size, args, stacked=True)
+    alone, stacked = cost.run_work(size, args), cost.run_work(size, args, stack=4)
     assert [w.workload.phase for w in alone] == ["train", "infer"]
     assert [w.workload.phase for w in stacked] == ["train", "infer", "infer"] and stacked[1].steps == 40
+    # the members share each step's dispatch (its operators are launched once for the stack), not its FLOPs
+    assert [w.stack for w in stacked] == [4, 4, 1] and [w.stack for w in alone] == [1, 1]
+
+
+def test_a_stack_shares_the_dispatch_floor_of_its_steps(monkeypatch):
+    from shared.cost import Calibration, workload_flops
+
+    size = cost.dataset_sizes(["PLDigits-Vaguest"], None, None)["PLDigits-Vaguest"]
+    args = protocol.run_args(size.name, "CC", arch="mlp", hparams_seed=0, trial_seed=0, steps=40, checkpoint_freq=20)
+    train = cost.run_work(size, args, stack=4)[0].workload
+    slow = Calibration("test-device", {"fp32": 1e3}, {}, dispatch_s=1e-3)  # FLOPs cost nothing here
+    alone, shared = slow.step_seconds(train, 1.0), slow.step_seconds(train, 1.0, stack=4)
+    assert alone[0] == pytest.approx(4 * shared[0]) and alone[0] > 1e3 * workload_flops(train) / 1e15
 
 
 def test_valen_phases_cover_every_step():
@@ -228,7 +242,8 @@ def test_planned_identities_are_the_keys_the_sweep_logs(tmp_path, monkeypatch):
     logged = runlog.summarise(log)["plench-run"]
     assert logged["runs"] == logged["built"] == logged["loaded"] + 4 == 4
     # a stacking sweep's runs are its notebook's own (plench.store); the same grid trained alone is shared
-    assert {r.identity for r in planned} == {f"plench-sweeps/02_tabular/runs/{e['key']}" for e in runlog.read_log(log)}
+    assert {r.identity for r in planned} == {f"plench-sweeps/02_tabular/runs/digits-USS/{e['key']}"
+                                             for e in runlog.read_log(log)}
     alone = dataclasses.replace(grid, batched=False)
     shared = [r.identity for r in cost.sweep_runs("04_validation_use", cost.RECORDS, alone, sizes)]
     assert shared == [r.identity for r in cost.sweep_runs("02_tabular", cost.RECORDS, alone, sizes)]

@@ -1,6 +1,8 @@
 """Plench's shared sweep folders (plench.store): where runs live, who shares them, and that nothing is trained twice."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -9,6 +11,7 @@ from plench.data import load_pll_dataset
 from plench.pages import ValidationUse
 from shared import runlog, sweep
 from shared.errors import ConfigError
+from shared.paths import REPO_ROOT
 from shared.profiles import notebook_settings
 
 torch.set_num_threads(1)
@@ -19,14 +22,36 @@ TINY = {"datasets": ["PLDigits-Vaguest"], "algorithms": ["PRODEN", "CC"], "n_hpa
 
 def test_folders_are_in_the_cache_shared_or_a_notebooks_own_and_per_kind(tmp_path, monkeypatch):
     monkeypatch.setenv("NOISY_CACHE_DIR", str(tmp_path / "elsewhere"))
-    shared, own = store.sweep_dir(store.RUNS), store.sweep_dir(store.RUNS, own="02_tabular")
-    arm = store.sweep_dir(store.TRAINING_ARM)
-    assert shared.parent == tmp_path / "elsewhere" / "plench-sweeps" / "shared"
-    assert own.parent.name == "02_tabular" and own.name == shared.name != arm.name
-    assert store.jobs_dir("03_image") == tmp_path / "elsewhere" / "plench-sweeps" / "03_image" / ".submitit"
+    data = [load_pll_dataset("PLDigits-Vaguest")]
+    shared, arm = store.sweep_dir(store.RUNS, data), store.sweep_dir(store.TRAINING_ARM, data)
+    own = store.sweep_dir(store.RUNS, data, own="02_tabular", settings=[1])
+    assert shared.parents[1] == tmp_path / "elsewhere" / "plench-sweeps" / "shared"
+    assert own.parents[2].name == "02_tabular" and own.parent.name == shared.parent.name != arm.parent.name
+    assert own != store.sweep_dir(store.RUNS, data, own="02_tabular", settings=[2])  # other settings, other folder
     assert store.stacks("auto") and store.stacks(True) and not store.stacks(False)
     with pytest.raises(ConfigError, match="training-arm"):
         store.sweep_dir("validation")
+
+
+def test_runs_on_other_data_under_the_same_names_are_not_read():
+    """The CI rehearsal's stand-ins and make rehearse's larger ones have the same names and run arguments: the
+    data key tells them apart (any array, the test set included)."""
+    ds = load_pll_dataset("PLDigits-Vaguest")
+    other = dataclasses.replace(ds, S=ds.S.copy())
+    other.S[0, (other.S[0] == 0).argmax()] = 1  # one more candidate label in one row
+    assert store.data_key([ds]) == store.data_key([dataclasses.replace(ds)]) != store.data_key([other])
+    assert store.sweep_dir(store.RUNS, [ds]) != store.sweep_dir(store.RUNS, [other])
+    assert store.data_key([dataclasses.replace(ds, name="x")]) != store.data_key([ds])  # the name counts too
+
+
+def test_the_training_code_decides_the_folder_not_the_scheduling_code():
+    """Editing the executor, the progress bars or the locks keeps finished runs; editing the training code does not."""
+    from shared.codedeps import module_closure
+
+    files = {f.relative_to(REPO_ROOT).as_posix() for f in module_closure(["plench.protocol"])}
+    assert set(store.INFRASTRUCTURE) <= files  # each one really is in the closure it is taken out of
+    assert {"plench/protocol.py", "plench/algorithms/base.py", "plench/networks.py", "shared/sweep.py"} <= files
+    assert not {"plench/protocol.py", "shared/sweep.py", "shared/seeding.py"} & set(store.INFRASTRUCTURE)
 
 
 def test_a_rerun_into_a_fresh_output_folder_trains_nothing(tmp_path):
@@ -40,10 +65,14 @@ def test_a_rerun_into_a_fresh_output_folder_trains_nothing(tmp_path):
     assert not (tmp_path / "b" / "records").exists()
 
 
-def test_a_stacking_sweep_keeps_a_folder_of_its_own():
+def test_a_stacking_sweep_keeps_a_folder_of_its_own_notebook_and_settings():
     page = ValidationUse("smoke", settings={**TINY, "batched": "auto"}, device="cpu")
-    assert page.records_dir == store.sweep_dir(store.RUNS, own="04_validation_use")
-    assert ValidationUse("smoke", settings=TINY, device="cpu").records_dir == store.sweep_dir(store.RUNS)
+    data = page.datasets.values()
+    grid = reports.validation_use_grid(page.cfg)
+    assert page.records_dir == store.sweep_dir(store.RUNS, data, own="04_validation_use", settings=grid)
+    assert ValidationUse("smoke", settings={**TINY, "batched": "auto", "n_trials": 2}, device="cpu").records_dir \
+        != page.records_dir
+    assert ValidationUse("smoke", settings=TINY, device="cpu").records_dir == store.sweep_dir(store.RUNS, data)
 
 
 def test_the_validation_arm_reads_the_runs_another_sweep_trained(tmp_path, monkeypatch):
