@@ -3,9 +3,9 @@
 ``plan(notebook, cfg, params)`` (``shared.cost``'s contract) enumerates the runs through the functions the
 notebook's page calls: ``reports.tabular_grids`` / ``reports.image_grids`` / ``reports.validation_use_grid``
 give the ``protocol.Grid`` of each sweep, ``Grid.run_args`` its runs (trial seeds x datasets x algorithms x
-hyperparameter draws, ``protocol.sweep_args``), ``protocol.sweep_tasks`` which of them train stacked
-(``batched``), ``reports.validation_training_args`` Figure 1's "training" arm, ``reports.speedup_calls`` the
-batching measurement and ``reports.compat_check_calls`` the PiCO+/ALIM check. Each becomes the run that
+hyperparameter draws, ``protocol.sweep_args``, which also names the stack a run trains in with ``batched``),
+``reports.validation_training_args`` Figure 1's "training" arm, ``reports.speedup_calls`` the batching measurement
+and ``reports.compat_check_calls`` the PiCO+/ALIM check. Each becomes the run that
 ``shared.runlog`` records:
 
 ========================  ===================================================================================
@@ -24,9 +24,10 @@ Sweeps that train runs alone share one folder per kind (``plench.store``): a run
 04's full ResNet-32 runs on PLCIFAR10) is trained once, so its planned identity is the folder, the datasets it
 trains on (by name; the folder is keyed by their contents, ``plench.store.data_key``) and the key,
 ``plench-sweeps/shared/runs/<dataset+dataset>/<hash>``, priced once in a paper's total ("shared once") and, in the
-per-notebook rows, by the first notebook that plans it. A sweep that may stack runs (``batched`` not False: 02,
-04's smoke MLPs) has a folder of its notebook's, ``plench-sweeps/<notebook>/runs/<datasets>/<hash>``, as have the
-speed-up and compat-check models: ``<notebook>/speedup/<hash>``, ``<notebook>/compat_check/<hash>``.
+per-notebook rows, by the first notebook that plans it. A stacked run's ``run_args`` name its stack
+(``protocol.sweep_args``), so it is shared only with notebooks that form the same stack: 03's and 04's full
+ResNet-32 stacks are the same. The speed-up and compat-check models are the notebook's own:
+``<notebook>/speedup/<hash>``, ``<notebook>/compat_check/<hash>``.
 
 Work of a run (``run_work``). ``steps`` optimizer steps of the batch size its hyperparameters draw (Table 8:
 ``2**int(U(6, 9))`` for the image networks, ``2**int(U(5, 8))`` for the MLP; the defaults 256 and 128), every
@@ -53,16 +54,17 @@ splits are ``plench_split``'s (and ``validation_as_training``'s) on a data-less 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
 from plench import protocol, reports, store
-from plench.algorithms import ALGORITHMS, make_algorithm
+from plench.algorithms import ALGORITHMS
 from plench.data import PLLDataset, load_pll_dataset, plench_split, pll_dataset_spec
-from plench.hparams import hparam_for, hparams_for
+from plench.hparams import hparam_for
 from shared import sweep as runs
 from shared.cost import PlannedRun, Work, batched
 from shared.errors import ConfigError, DataNotFoundError, unknown_choice
@@ -116,6 +118,9 @@ def _plan_image(notebook, cfg, data_dir, device) -> list[PlannedRun]:
     out = []
     for grid in reports.image_grids(cfg):
         out += sweep_runs(notebook, RECORDS, grid, sizes, device)
+    timed = reports.figure4_datasets(cfg, list(sizes))
+    for grid in reports.figure4_grids(cfg):  # Figure 4's runs alone, when the sweep stacks
+        out += sweep_runs(notebook, RECORDS, grid, sizes, device, only=timed)
     out += compat_check_runs(notebook, cfg, sizes, device)
     return out
 
@@ -134,12 +139,12 @@ def _plan_validation_use(notebook, cfg, data_dir, device) -> list[PlannedRun]:
 
 
 # ------------------------------------------------------------------------------------------ the runs
-def identity(notebook: str, folder: str, key: str, *, shared: bool = True, datasets=()) -> str:
+def identity(notebook: str, folder: str, key: str, *, datasets=()) -> str:
     """A run's planned identity: its run-log ``key`` in ``folder``, a sweep folder (``RECORDS``, ``TRAINING_ARM_DIR``:
-    the same for every notebook training on the same ``datasets`` unless not ``shared``, ``plench.store``) or one of
-    ``notebook``'s own ("speedup", "compat_check")."""
+    the same for every notebook training on the same ``datasets``, ``plench.store``) or one of ``notebook``'s own
+    ("speedup", "compat_check")."""
     if folder in (RECORDS, TRAINING_ARM_DIR):
-        return f"{store.ROOT}/{'shared' if shared else notebook}/{folder}/{'+'.join(sorted(datasets))}/{key}"
+        return f"{store.ROOT}/shared/{folder}/{'+'.join(sorted(datasets))}/{key}"
     return f"{notebook}/{folder}/{key}"
 
 
@@ -150,20 +155,16 @@ def _label(args: dict, what: str = "") -> str:
 
 
 def sweep_runs(notebook: str, folder: str, grid: protocol.Grid, sizes: dict[str, DataSize],
-               device="cpu") -> list[PlannedRun]:
-    """The runs of one ``protocol.sweep`` call for ``grid`` on the datasets ``sizes`` on ``device``, as ``sweep``
-    trains them (``sweep_tasks``: which are stacked), each with its work."""
-    if grid.batched is True and grid.arch != "mlp":  # protocol.sweep's own check
-        raise ConfigError(f"batched=True trains stacked MLPs only (arch='mlp'), got arch={grid.arch!r}")
-    args_list = grid.run_args([size.stub() for size in sizes.values()], device)
-    todo = [(args, runs.args_hash(args)) for args in args_list]
-    tasks = protocol.sweep_tasks(todo, batched=grid.batched, widths={n: s.width for n, s in sizes.items()})
-    stack = {key: len(task) for task in tasks if len(task) > 1 and _batchable(task[0][0]["algorithm"])
-             for _, key in task}
-    return [PlannedRun(RUN, identity(notebook, folder, key, shared=not store.stacks(grid.batched), datasets=sizes),
-                       _label(args),
-                       tuple(run_work(sizes[args["dataset"]], args, stack=stack.get(key, 1))))
-            for args, key in todo]
+               device="cpu", only: Sequence[str] | None = None) -> list[PlannedRun]:
+    """The runs of one ``protocol.sweep`` call for ``grid`` on the datasets ``sizes`` (``only``: on these of them,
+    in the folder of all) on ``device``, as ``sweep`` trains them (which are stacked), each with its work."""
+    trained = [size for name, size in sizes.items() if only is None or name in only]
+    args_list = grid.run_args([size.stub() for size in trained], device,
+                              widths={n: s.width for n, s in sizes.items()})
+    stack = Counter(args["stack"] for args in args_list if "stack" in args)
+    return [PlannedRun(RUN, identity(notebook, folder, runs.args_hash(args), datasets=sizes), _label(args),
+                       tuple(run_work(sizes[args["dataset"]], args, stack=stack.get(args.get("stack"), 1))))
+            for args in args_list]
 
 
 def speedup_runs(notebook: str, cfg, sizes: dict[str, DataSize], device="cpu") -> list[PlannedRun]:
@@ -181,7 +182,7 @@ def speedup_runs(notebook: str, cfg, sizes: dict[str, DataSize], device="cpu") -
                                      hparams_overrides=call["hparams_overrides"],
                                      precision=call.get("precision", "fp32"))
 
-        stacked = _batchable(call["algorithm"])
+        stacked = protocol.algorithm_stacks(call["algorithm"])
         work = run_work(size, member(*configs[0], 2, 1))
         for h, t in configs[:2]:
             work += run_work(size, member(h, t, 2, 1), stack=min(2, len(configs)) if stacked else 1)
@@ -309,12 +310,12 @@ class Phase:
     cpu: str = ""
 
 
-def step_passes(algorithm: str, hparam: Callable[[str], object], *, compat: bool, steps: int, n_train: int,
-                stacked: bool = False) -> list[Phase]:
+def step_passes(algorithm: str, hparam: Callable[[str], object], *, compat: bool, steps: int,
+                n_train: int) -> list[Phase]:
     """The phases of a run of ``algorithm`` whose hyperparameter ``name`` is ``hparam(name)``:
     ``shared.workloads.PLENCH_IMAGE_PASSES`` (counted by hooking the networks during ``update``) for every
     algorithm but VALEN; PiCO+ adds its mixup pass after ``prot_start`` unless ``compat`` (whose ``curr_iter``
-    never advances); a stacked MLP step (``train_runs_batched``) always re-forwards the batch."""
+    never advances). A stacked step (``train_runs_batched``) makes the same passes as a run alone."""
     from shared.workloads import PLENCH_IMAGE_PASSES
 
     if algorithm == "VALEN":
@@ -322,8 +323,6 @@ def step_passes(algorithm: str, hparam: Callable[[str], object], *, compat: bool
     if algorithm not in PLENCH_IMAGE_PASSES:
         raise unknown_choice("algorithm with known passes", algorithm, PLENCH_IMAGE_PASSES)
     passes, nograd, _ = PLENCH_IMAGE_PASSES[algorithm]
-    if stacked:
-        nograd = 1  # protocol._batched_group's ``fresh`` forward, for every member
     if algorithm == "PiCO_plus" and not compat:  # robust_loss: a mixup forward from prot_start on
         warm = min(steps, int(hparam("prot_start")))
         return [p for p in (Phase(warm, 1, 1, "warm-up"), Phase(steps - warm, 2, 1, "robust loss")) if p.steps]
@@ -375,7 +374,7 @@ def run_work(size: DataSize, args: dict, *, stack: int = 1, evaluate: bool = Tru
                           f"{batch} of {algorithm}; use a smaller batch_size (hparams_overrides)")
     views = _views_built(algorithm, size.modality)
     work = []
-    for phase in step_passes(algorithm, hp, compat=args["compat"], steps=steps, n_train=n_train, stacked=stack > 1):
+    for phase in step_passes(algorithm, hp, compat=args["compat"], steps=steps, n_train=n_train):
         what = f"{algorithm} {phase.what}".strip()
         if phase.cpu:
             work.append(Work(None, 0, n_train, what=phase.cpu))
@@ -391,8 +390,10 @@ def run_work(size: DataSize, args: dict, *, stack: int = 1, evaluate: bool = Tru
                                  0 if phase.passes else examples, views,
                                  what=f"{what}: {phase.nograd} no-grad forward(s) per step", stack=stack))
         elif phase.passes:
-            work.append(Work(workload(size, arch, "train", batch, algorithm=algorithm, passes=phase.passes,
-                                      nograd=phase.nograd, precision=precision), phase.steps, examples, views, what=what))
+            step = workload(size, arch, "train", batch, algorithm=algorithm, passes=phase.passes, nograd=phase.nograd,
+                            precision=precision)
+            # a stack's members share the network's operators (the counted ones: forward and backward)
+            work.append(Work(step, phase.steps, examples, views, what=what, stack=stack))
         else:
             work.append(Work(workload(size, arch, "infer", batch, precision=precision), phase.steps * phase.nograd,
                              examples, views, what=what))
@@ -450,18 +451,6 @@ def merge(work: list[Work]) -> list[Work]:
 def _rows(w: Work) -> int:
     """The rows ``w``'s steps process: its ``rows``, or full batches where it has none."""
     return w.steps * w.workload.batch if w.rows is None else w.rows
-
-
-@cache
-def _batchable(algorithm: str) -> bool:
-    """Whether ``train_runs_batched`` stacks ``algorithm``'s MLP runs (``protocol.batching_obstacle`` of a tiny
-    instance; the obstacles are the class's, not the data's)."""
-    import torch
-
-    hp = hparams_for(algorithm, "mlp")
-    S = torch.tensor([[1.0, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0]])  # every class has complementary labels
-    model = make_algorithm(algorithm, (2,), 3, S, {**hp, "batch_size": 2}, arch="mlp", steps=10)
-    return protocol.batching_obstacle(model) is None
 
 
 # ------------------------------------------------------------------------------------------ the digits CNN

@@ -90,16 +90,8 @@ class Page(NotebookPage):
     def records_dir(self):
         """The sweep folder, one folder per run, in the cache (``plench.store``), for the code checked out and the
         datasets loaded: a re-run, or another notebook whose settings define the same run on the same data, reads a
-        finished run instead of training it. A sweep that stacks runs (``batched``) has a folder of its own
-        notebook and settings (``sweep_settings``), since a stacked run's last bits depend on its stack."""
-        if not store.stacks(self.cfg.get("batched", False)):
-            return store.sweep_dir(store.RUNS, self.datasets.values())
-        return store.sweep_dir(store.RUNS, self.datasets.values(), own=self.notebook, settings=self.sweep_settings())
-
-    def sweep_settings(self):
-        """What defines this page's sweeps (its ``protocol.Grid`` list where it has one): the key of a stacking
-        sweep's own folder."""
-        return dict(self.cfg)
+        finished run instead of training it (a stacked run only by a notebook that forms the same stack)."""
+        return store.sweep_dir(store.RUNS, self.datasets.values())
 
     def settings_table(self):
         return show_table(super().settings_table())
@@ -130,9 +122,6 @@ class SweepPage(TrainingPage):
 
     def grids(self) -> list:
         raise NotImplementedError
-
-    def sweep_settings(self):
-        return self.grids()
 
     @cached_property
     def sweep(self) -> tuple[pd.DataFrame, dict]:
@@ -361,15 +350,28 @@ class ImageBenchmark(SweepPage):
         return show_table(_by_algorithm(reports.wide_results(self.table, settings, by=["dataset", "arch"])))
 
     @cached_property
+    def timed_records(self) -> pd.DataFrame:
+        """The records Figure 4 reads: the sweep's, or, where the sweep stacks its runs, the runs it trains alone
+        for the figure (``reports.figure4_grids``; trained here if not yet)."""
+        grids = reports.figure4_grids(self.cfg)
+        if not grids:
+            return self.records
+        chosen = reports.figure4_datasets(self.cfg, list(self.datasets))
+        with _run_by_run_quietly():
+            return sweep_grids(grids, [self.datasets[name] for name in chosen], out_dir=self.records_dir,
+                               device=self.device)[0]
+
+    @cached_property
     def costs(self) -> pd.DataFrame:
         """Figure 4's data: ``figure4_costs`` for the settings' ``fig4`` network and dataset (None: pooled)."""
-        self.report.table(reports.step_costs(self.records), "fig4_step_costs")
-        return reports.figure4_costs(self.records, self.cfg.fig4["arch"], self.cfg.fig4["dataset"])
+        self.report.table(reports.step_costs(self.timed_records), "fig4_step_costs")
+        return reports.figure4_costs(self.timed_records, self.cfg.fig4["arch"], self.cfg.fig4["dataset"])
 
     def figure4(self):
         fig4 = self.cfg.fig4
         # the runs may have been trained earlier, elsewhere (the cache, plench.store): their records say where
-        sources = set(self.records["mem_source"]) if "mem_source" in self.records else set()
+        records = self.timed_records
+        sources = set(records["mem_source"]) if "mem_source" in records else set()
         where = "GPU" if sources == {"cuda_max_allocated"} else "CPU" if sources == {"cpu_max_rss"} else "CPU and GPU"
         title = f"Figure 4 analogue: {fig4['dataset'] or ' + '.join(self.datasets)}, {fig4['arch']} ({where})"
         return figures.figure4(self.costs, title, self.report)
@@ -406,9 +408,6 @@ class ValidationUse(TrainingPage):
     def split_sizes(self):
         """Training and validation rows per dataset (the validation rows move into training in the second arm)."""
         return show_table(reports.split_sizes(self.datasets), {"avg |S|": "{:.2f}"})
-
-    def sweep_settings(self):
-        return reports.validation_use_grid(self.cfg)
 
     @cached_property
     def sweep(self) -> tuple[pd.DataFrame, dict]:

@@ -35,6 +35,8 @@ to fp32 (every CPU run under "auto") keeps exactly the arguments, and folder nam
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import json
 import resource
 import sys
@@ -49,14 +51,13 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 from plench.algorithms import ALGORITHMS, Algorithm, Batch, make_algorithm
 from plench.algorithms.base import AUTOCAST_DTYPES, LossAlgorithm
 from plench.data import PLLDataset, load_pll_dataset, plench_split, pll_dataset_spec
 from plench.hparams import hparam_for, hparams_for
 from plench.selection import approximated_accuracy, covering_rate, oracle_accuracy
+from plench.stacked import StackedAdam, StackedMLP, StackedNetwork
 from shared import sweep as runs
 from shared.device import device_type, select_device
 from shared.errors import ConfigError, unknown_choice
@@ -242,11 +243,12 @@ def checkpoint_record(step: int, steps_per_epoch: float, values: dict[str, list[
 # ------------------------------------------------------------------------------------------------ one run
 def run_args(dataset: str, algorithm: str, *, arch: str, hparams_seed: int, trial_seed: int, steps: int,
              checkpoint_freq: int, compat: bool = True, hparams_overrides: dict | None = None,
-             precision: str = "fp32") -> dict:
+             precision: str = "fp32", stack: str | None = None) -> dict:
     """The run's identity: its ``args`` record field and (hashed) its folder name under a sweep.
 
     ``precision`` is the resolved one ("fp32" or "bf16", ``resolve_precision``); only a bf16 run carries it, so
-    fp32 runs keep the identities they had before mixed precision existed."""
+    fp32 runs keep the identities they had before mixed precision existed. ``stack``: the ``stack_id`` of the
+    runs it is trained with (``train_runs_batched``); a run trained alone has none."""
     precision = _resolved(precision)
     args = {"dataset": dataset, "algorithm": algorithm, "arch": arch, "hparams_seed": int(hparams_seed),
             "trial_seed": int(trial_seed), "steps": int(steps), "checkpoint_freq": int(checkpoint_freq),
@@ -255,6 +257,8 @@ def run_args(dataset: str, algorithm: str, *, arch: str, hparams_seed: int, tria
         args["hparams_overrides"] = dict(hparams_overrides)
     if precision == "bf16":
         args["precision"] = precision
+    if stack is not None:
+        args["stack"] = stack
     return args
 
 
@@ -324,8 +328,6 @@ def train_run(dataset: PLLDataset, algorithm: str, *, arch: str, hparams_seed: i
 def batching_obstacle(model: Algorithm) -> str | None:
     """Why ``model`` cannot be trained by ``train_runs_batched`` (None if it can)."""
     cls = type(model)
-    if model.arch != "mlp":
-        return f"arch {model.arch!r} (only the tabular MLP is batched)"
     if not isinstance(model, LossAlgorithm):
         return f"{cls.__name__} is not a LossAlgorithm"
     for method, base in (("train_step", LossAlgorithm), ("update", Algorithm), ("predict", Algorithm)):
@@ -342,128 +344,138 @@ def batching_obstacle(model: Algorithm) -> str | None:
     return None
 
 
-class StackedMLP:
-    """G copies of ``Linear(d, h) -> ReLU -> Linear(h, q)`` as stacked leaf tensors, with a batched Adam that
-    follows ``torch.optim.Adam``'s (non-decoupled) update member by member, each with its own lr and weight decay.
+@functools.cache
+def algorithm_stacks(algorithm: str) -> bool:
+    """Whether ``train_runs_batched`` stacks ``algorithm``'s runs (``batching_obstacle`` of a tiny MLP instance:
+    the obstacles are the class's, not the data's or the network's)."""
+    hp = hparams_for(algorithm, "mlp")
+    S = torch.tensor([[1.0, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0]])  # every class has complementary labels
+    model = make_algorithm(algorithm, (2,), 3, S, {**hp, "batch_size": 2}, arch="mlp", steps=10)
+    return batching_obstacle(model) is None
 
-    Parameters: ``w1`` (G, h, d), ``b1`` (G, h), ``w2`` (G, q, h), ``b2`` (G, q).
-    """
 
-    def __init__(self, models: Sequence[Algorithm]):
-        self.precision = models[0].precision  # the forwards' autocast (the stacked tensors and Adam stay float32)
-        layers = [[m for m in model.network.modules() if isinstance(m, nn.Linear)] for model in models]
-        if any(len(pair) != 2 for pair in layers):
-            raise ConfigError("StackedMLP needs networks made of exactly two Linear layers (arch 'mlp')")
-        self.params = [torch.stack([getattr(pair[i], name).detach() for pair in layers]).clone().requires_grad_()
-                       for i in (0, 1) for name in ("weight", "bias")]
-        groups = [model.optimizer.param_groups[0] for model in models]
-        device = self.params[0].device
-        self.lr = torch.tensor([g["lr"] for g in groups], device=device)
-        self.weight_decay = torch.tensor([g["weight_decay"] for g in groups], device=device)
-        self.betas, self.eps = groups[0]["betas"], groups[0]["eps"]
-        if any(g["betas"] != self.betas or g["eps"] != self.eps for g in groups):
-            raise ConfigError("the stacked runs' Adam betas/eps differ; train them separately")
-        self.exp_avg = [torch.zeros_like(p) for p in self.params]
-        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
-        self.t = 0
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits (G, B, q) for per-member inputs x (G, B, d)."""
-        w1, b1, w2, b2 = self.params
-        hidden = torch.relu(torch.baddbmm(b1.unsqueeze(1), x.flatten(2), w1.transpose(1, 2)))
-        return torch.baddbmm(b2.unsqueeze(1), hidden, w2.transpose(1, 2))
-
-    def member(self, g: int) -> Callable[[torch.Tensor], torch.Tensor]:
-        """Member g's predict: float32 logits (n, q) for inputs (n, d), with nn.Linear's kernels."""
-        w1, b1, w2, b2 = (p[g].detach() for p in self.params)
-
-        def predict(x: torch.Tensor) -> torch.Tensor:
-            with autocast(x.device, self.precision):
-                return F.linear(torch.relu(F.linear(x.flatten(1), w1, b1)), w2, b2).float()
-
-        return predict
-
-    @torch.no_grad()
-    def adam_step(self, grads: Sequence[torch.Tensor]) -> None:
-        """One Adam update of every member (in place; ``grads`` are consumed)."""
-        self.t += 1
-        beta1, beta2 = self.betas
-        step_size = self.lr / (1 - beta1 ** self.t)
-        bias_correction2_sqrt = (1 - beta2 ** self.t) ** 0.5
-        for p, grad, m, v in zip(self.params, grads, self.exp_avg, self.exp_avg_sq):
-            shape = (-1,) + (1,) * (p.dim() - 1)
-            grad.addcmul_(self.weight_decay.view(shape), p)
-            m.lerp_(grad, 1 - beta1)
-            v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            update = v.sqrt().div_(bias_correction2_sqrt).add_(self.eps).reciprocal_().mul_(m)
-            p.sub_(update.mul_(step_size.view(shape)))
+def stack_id(members: Sequence[dict]) -> str:
+    """12 hex digits naming a stack: SHA-256 of its members' identities (``run_args`` without a stack), in order."""
+    names = [runs.args_hash({k: v for k, v in args.items() if k != "stack"}) for args in members]
+    return hashlib.sha256(json.dumps(names).encode()).hexdigest()[:12]
 
 
 def _batched_group(members: list[dict], models: list[Algorithm], hparams: list[dict], data: list[RunData],
                    out_dirs: list, device, eval_batch_size: int) -> list[list[dict]]:
-    """Train one group of runs with the same batch size together; see ``train_runs_batched``."""
+    """Train one group of runs with the same batch size together; see ``train_runs_batched``. A member whose
+    ``out_dirs`` entry is None is trained (its stack is part of every member's numbers) but not written."""
     G, steps, freq = len(members), members[0]["steps"], members[0]["checkpoint_freq"]
     batch_size = int(hparams[0]["batch_size"])
-    stack = StackedMLP(models)
-    precision = stack.precision
+    tabular = models[0].arch == "mlp"
+    stack = StackedMLP([m.network for m in models]) if tabular else StackedNetwork([m.network for m in models])
+    adam = StackedAdam(stack.params, [m.optimizer for m in models])
+    precision, refresh = models[0].precision, models[0].uses_confidence
     loaders = [CyclicLoader(len(d.train_x), batch_size, a["seed"]) for d, a in zip(data, members)]
-    train_x = torch.stack([d.train_x for d in data]).to(device)  # (G, n_train, d): same dataset, same split sizes
-    train_S = torch.stack([d.train_S for d in data]).to(device)
-    members_column = torch.arange(G, device=device)[:, None]
+    if tabular:  # the features are the inputs: one gather for every member
+        train_x = torch.stack([d.train_x for d in data]).to(device)  # (G, n_train, d): same dataset, same split sizes
+        train_S = torch.stack([d.train_S for d in data]).to(device)
+        members_column = torch.arange(G, device=device)[:, None]
+    else:  # each member's weak view from its own generator, as train_run draws it
+        augments = [torch.Generator().manual_seed(a["seed"] + 1) for a in members]
     steps_per_epoch = len(data[0].train_x) / batch_size
     values = [defaultdict(list) for _ in members]
     records: list[list[dict]] = [[] for _ in members]
-    writers = [runs.RecordWriter(out) for out in out_dirs]
+    writers = [None if out is None else runs.RecordWriter(out) for out in out_dirs]
+
+    def member_predict(g: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        network = stack.member(g)
+
+        def predict(x: torch.Tensor) -> torch.Tensor:  # Algorithm.predict's: float32 logits
+            with autocast(x.device, precision):
+                return network(x).float()
+
+        return predict
+
     try:
         for step in range(steps):
             start = time.perf_counter()
-            idx = torch.stack([next(loader) for loader in loaders]).to(device)  # (G, B)
-            x, s = train_x[members_column, idx], train_S[members_column, idx]  # (G, B, d), (G, B, q)
+            if tabular:
+                idx = torch.stack([next(loader) for loader in loaders]).to(device)  # (G, B)
+                x, s = train_x[members_column, idx], train_S[members_column, idx]  # (G, B, d), (G, B, q)
+            else:
+                batches = [make_batch(d, next(loader), m.views, device, gen)
+                           for d, loader, m, gen in zip(data, loaders, models, augments)]
+                x = torch.stack([b.weak for b in batches])  # (G, B, C, H, W)
+                s, idx = torch.stack([b.s for b in batches]), torch.stack([b.idx for b in batches])
             w = [m.confidence[i] if m.uses_confidence else None for m, i in zip(models, idx)]
-            with autocast(device, precision):  # as LossAlgorithm: losses and refreshes on float32 logits
-                logits = stack.forward(x).float()
-                losses = torch.stack([m.loss(logits[g], s[g], w[g]).to(logits.dtype) for g, m in enumerate(models)])
-            stack.adam_step(torch.autograd.grad(losses.sum(), stack.params))
-            with torch.no_grad():
-                with autocast(device, precision):
-                    fresh = stack.forward(x).float()
-                for g, m in enumerate(models):
-                    if m.uses_confidence:
-                        m.confidence[idx[g]] = m.refresh(fresh[g], s[g], w[g]).to(m.confidence.dtype)
-                    m.curr_iter += 1
-            loss_values = losses.detach().tolist()
+            skips = [m.skipped(s[g]) for g, m in enumerate(models)]
+            active = None if skips[0] is None else [not skip for skip in torch.stack(skips).tolist()]
+            # a member that skips this step is left as its run would be: no update, and (the stack still forwards
+            # its batch) its BatchNorm statistics put back
+            kept = None if active is None or all(active) or tabular else \
+                {name: b.clone() for name, b in stack.buffers.items()}
+            loss_values = [0.0] * G
+            if active is None or any(active):
+                with autocast(device, precision):  # as LossAlgorithm: losses and refreshes on float32 logits
+                    logits = stack.forward(x).float()
+                    losses = torch.stack([m.loss(logits[g], s[g], w[g]).to(logits.dtype)
+                                          if active is None or active[g] else logits.new_zeros(())
+                                          for g, m in enumerate(models)])
+                adam.step(torch.autograd.grad(losses.sum(), stack.params), active)
+                with torch.no_grad():
+                    if refresh:  # LossAlgorithm's re-forward, in train mode (BatchNorm's statistics move as a run's)
+                        with autocast(device, precision):
+                            fresh = stack.forward(x).float()
+                    for g, m in enumerate(models):
+                        if active is None or active[g]:
+                            if m.uses_confidence:
+                                m.confidence[idx[g]] = m.refresh(fresh[g], s[g], w[g]).to(m.confidence.dtype)
+                            m.after_step()
+                loss_values = losses.detach().tolist()
+            if kept is not None:
+                for name, before in kept.items():
+                    for g in range(G):
+                        if not active[g]:
+                            stack.buffers[name][g].copy_(before[g])
+            for m in models:
+                m.curr_iter += 1
             elapsed = (time.perf_counter() - start) / G
             for g in range(G):
                 values[g]["step_time"].append(elapsed)
                 values[g]["loss"].append(loss_values[g])
             if is_checkpoint(step, steps, freq):
+                if not tabular:
+                    stack.eval()
                 for g in range(G):
-                    metrics = checkpoint_metrics(stack.member(g), data[g], device, compat=members[g]["compat"],
+                    metrics = checkpoint_metrics(member_predict(g), data[g], device, compat=members[g]["compat"],
                                                  batch_size=eval_batch_size)
                     records[g].append(checkpoint_record(step, steps_per_epoch, values[g], metrics, device, hparams[g],
                                                         members[g], group_size=G))
-                    writers[g].write(records[g][-1])
+                    if writers[g] is not None:
+                        writers[g].write(records[g][-1])
+                if not tabular:
+                    stack.train()
                 values = [defaultdict(list) for _ in members]
     finally:
         for writer in writers:
-            writer.close()
+            if writer is not None:
+                writer.close()
     for out in out_dirs:
-        runs.mark_done(out)
+        if out is not None:
+            runs.mark_done(out)
     return records
 
 
 def train_runs_batched(dataset: PLLDataset, algorithm: str, configs: Sequence[tuple[int, int]], *, steps: int,
                        checkpoint_freq: int, out_dirs: Sequence, arch: str = "mlp", device="cpu", compat: bool = True,
                        hparams_overrides: dict | None = None, eval_batch_size: int = EVAL_BATCH_SIZE,
-                       precision: str = DEFAULT_PRECISION) -> list[list[dict]]:
+                       precision: str = DEFAULT_PRECISION, stack: str | None = None) -> list[list[dict]]:
     """Train the runs ``configs`` = [(hparams_seed, trial_seed), ...] of one algorithm on one dataset together.
 
-    Each run keeps its own seed, initial weights, split, shuffling, confidences, hyperparameters and Adam state,
-    and writes the same records to ``out_dirs[i]`` as ``train_run`` would (plus ``group_size``; ``step_time`` is
-    the group's step time divided by its size). Runs with the same batch size form one group: their MLPs are
-    stacked (``StackedMLP``), every step is one batched forward (``baddbmm``), the members' own ``loss`` on
-    their slices of the logits, one backward of the summed losses (members share no parameter, so each gets
-    its own gradient) and one batched Adam update; confidences are refreshed from a second batched forward.
+    Each run keeps its own seed, initial weights, split, shuffling, augmentations, confidences, hyperparameters
+    and Adam state, and writes the same records to ``out_dirs[i]`` as ``train_run`` would (plus ``group_size``;
+    ``step_time`` is the group's step time divided by its size; an ``out_dirs`` entry None: trained, not written).
+    Runs with the same batch size form one group: their networks are stacked (``plench.stacked``: the MLP as
+    ``baddbmm`` products, a convolutional network with ``torch.func.vmap``), every step is one batched forward,
+    the members' own ``loss`` on their slices of the logits, one backward of the summed losses (members share no
+    parameter, so each gets its own gradient) and one batched Adam update; algorithms that keep confidences
+    refresh them from a second batched forward. ``stack`` (``stack_id``) goes into every member's ``args``:
+    a stacked run's identity names its stack, since its last bits depend on it.
 
     Only algorithms whose step is exactly ``LossAlgorithm``'s are batched (``batching_obstacle``); others are
     trained one by one, with a warning saying why. Records match separate runs up to float rounding, not
@@ -481,10 +493,13 @@ def train_runs_batched(dataset: PLLDataset, algorithm: str, configs: Sequence[tu
     precision = resolve_precision(precision, device, arch)
     members = [run_args(dataset.name, algorithm, arch=arch, hparams_seed=h, trial_seed=t, steps=steps,
                         checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides,
-                        precision=precision)
+                        precision=precision, stack=stack)
                for h, t in configs]
     setups = [setup_run(dataset, algorithm, args, device) for args in members]
     obstacle = batching_obstacle(setups[0][2])
+    if stack is not None and (obstacle is not None or len({int(h["batch_size"]) for h, _, _ in setups}) > 1):
+        raise ConfigError(f"stack {stack}: {algorithm}'s runs cannot be trained as one stack "
+                          f"({obstacle or 'their batch sizes differ'}); list them with sweep_args")
     if obstacle is not None:
         warnings.warn(f"train_runs_batched: {algorithm} cannot be batched ({obstacle}); training "
                       f"{len(configs)} runs one by one", stacklevel=2)
@@ -575,14 +590,16 @@ class _SweepWorker:
             todo = [(args, run_dir) for args, run_dir in task if not runs.is_done(run_dir)]
             start = time.perf_counter()
             if todo:
-                self._train(todo)
+                self._train(task, {str(run_dir) for _, run_dir in done})
         for _, run_dir in done:
             log_run(RUN_KIND, Path(run_dir).name, built=False)
         seconds = (time.perf_counter() - start) / max(len(todo), 1)  # a batched task's time, shared by its runs
         for _, run_dir in todo:
             log_run(RUN_KIND, Path(run_dir).name, built=True, seconds=seconds)
 
-    def _train(self, task: list[tuple[dict, str]]) -> None:
+    def _train(self, task: list[tuple[dict, str]], done: set[str]) -> None:
+        """Train ``task``'s runs but those in ``done``; a stack trains whole (its runs' numbers depend on every
+        member) and writes only the runs not done."""
         first = task[0][0]
         for name, cls in self.classes.items():
             ALGORITHMS.setdefault(name, cls)
@@ -590,13 +607,18 @@ class _SweepWorker:
                   "device": self.device, "compat": first["compat"], "hparams_overrides": first.get("hparams_overrides"),
                   "eval_batch_size": self.eval_batch_size, "precision": first.get("precision", "fp32")}
         dataset = self.datasets[first["dataset"]]
-        dirs = [runs.reset_run_dir(run_dir) for _, run_dir in task]
-        if len(task) == 1:
-            train_run(dataset, first["algorithm"], hparams_seed=first["hparams_seed"],
-                      trial_seed=first["trial_seed"], out_dir=dirs[0], **common)
-        else:
-            train_runs_batched(dataset, first["algorithm"], [(a["hparams_seed"], a["trial_seed"]) for a, _ in task],
-                               out_dirs=dirs, **common)
+        if "stack" not in first:
+            for args, run_dir in task:
+                if str(run_dir) not in done:
+                    train_run(dataset, args["algorithm"], hparams_seed=args["hparams_seed"],
+                              trial_seed=args["trial_seed"], out_dir=runs.reset_run_dir(run_dir), **common)
+            return
+        members = [args for args, _ in task]
+        if {args.get("stack") for args in members} != {first["stack"]} or stack_id(members) != first["stack"]:
+            raise ConfigError(f"a task holds runs of other stacks than {first['stack']}; list them with sweep_args")
+        dirs = [None if str(run_dir) in done else runs.reset_run_dir(run_dir) for _, run_dir in task]
+        train_runs_batched(dataset, first["algorithm"], [(a["hparams_seed"], a["trial_seed"]) for a, _ in task],
+                           out_dirs=dirs, stack=first["stack"], **common)
 
 
 # Where ``sweep(batched="auto")`` trains configurations together (see ``batching_pays``).
@@ -674,11 +696,18 @@ def sweep_tasks(todo: Sequence[tuple[dict, object]], *, batched: bool | str = Fa
 def sweep_args(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_hparams: int, n_trials: int,
                arch: str, checkpoint_freq: int, steps: int | None = None, compat: bool = True,
                hparams_overrides: dict | None = None, precision: str = DEFAULT_PRECISION,
-               device="cpu") -> list[dict]:
+               device="cpu", batched: bool | str = False, max_group: int = 16,
+               widths: Mapping[str, int] | None = None) -> list[dict]:
     """The ``run_args`` of every run ``sweep`` defines with these settings, in its order: trial seeds
     0..n_trials-1 x datasets x algorithms x hparams seeds 0..n_hparams-1. A dataset given by name takes its
     registry ``steps`` when ``steps`` is None (no data is loaded). ``precision`` is resolved against ``device``
-    (the sweep's: "cpu", "cuda", "cuda:N" or "auto"; ``resolve_precision``), as ``sweep`` does."""
+    (the sweep's: "cpu", "cuda", "cuda:N" or "auto"; ``resolve_precision``), as ``sweep`` does.
+
+    With ``batched`` (``sweep_tasks``, at most ``max_group`` runs a stack), the runs that will be trained as one
+    stack carry its ``stack_id``: their identity names their stack, so two notebooks that form the same stack
+    share its runs and a run stacked otherwise is never read as this one. "auto" decides by the datasets' widths
+    (``data_width``; ``widths`` gives them where the datasets are names or data-less stubs).
+    """
     def own_steps(d):
         return d.steps if isinstance(d, PLLDataset) else pll_dataset_spec(d).steps
 
@@ -686,10 +715,40 @@ def sweep_args(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], 
     if len(set(names)) != len(names):
         raise ConfigError(f"dataset names must be unique (they name the runs): {names}")
     precision = resolve_precision(precision, device, arch)
-    return [run_args(name, a, arch=arch, hparams_seed=h, trial_seed=t, steps=steps or own_steps(d),
-                     checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides,
-                     precision=precision)
-            for t in range(n_trials) for name, d in zip(names, datasets) for a in algorithms for h in range(n_hparams)]
+    args_list = [run_args(name, a, arch=arch, hparams_seed=h, trial_seed=t, steps=steps or own_steps(d),
+                          checkpoint_freq=checkpoint_freq, compat=compat, hparams_overrides=hparams_overrides,
+                          precision=precision)
+                 for t in range(n_trials) for name, d in zip(names, datasets) for a in algorithms
+                 for h in range(n_hparams)]
+    if batched is False:
+        return args_list
+    widths = {**{d.name: data_width(d) for d in datasets if isinstance(d, PLLDataset)}, **(widths or {})}
+    if batched == "auto" and set(names) - set(widths):
+        raise ConfigError("batched='auto' decides by the data's width: pass the datasets, not their names, or widths")
+    for task in sweep_tasks([(args, str(i)) for i, args in enumerate(args_list)], batched=batched,
+                            max_group=max_group, widths=widths):
+        if len(task) > 1 and algorithm_stacks(task[0][0]["algorithm"]):
+            sid = stack_id([args for args, _ in task])
+            for _, i in task:
+                args_list[int(i)] = {**args_list[int(i)], "stack": sid}
+    return args_list
+
+
+def stacked_tasks(args_list: Sequence[dict], out_dir) -> list[list[tuple[dict, Path]]]:
+    """The tasks that train the runs of ``args_list`` not done under ``out_dir``: a stack (``sweep_args``) with
+    any run not done is one task of all its runs, in order (its finished runs are retrained with it, not
+    rewritten: ``_SweepWorker``); a run without a stack is a task of its own."""
+    stacks: dict[str, list[tuple[dict, Path]]] = defaultdict(list)
+    tasks: list[list[tuple[dict, Path]]] = []
+    for args in args_list:
+        item = (args, runs.run_dir_for(args, out_dir))
+        if "stack" in args:
+            if not stacks[args["stack"]]:
+                tasks.append(stacks[args["stack"]])  # filled in place, in the order the stack first appears
+            stacks[args["stack"]].append(item)
+        else:
+            tasks.append([item])
+    return [task for task in tasks if not all(runs.is_done(run_dir) for _, run_dir in task)]
 
 
 def _run_names(task: list[tuple[dict, str]]) -> list[str]:
@@ -721,26 +780,24 @@ def sweep(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], *, n_
     """
     if batched not in BATCHED_CHOICES:
         raise unknown_choice("batched", batched, BATCHED_CHOICES)
-    if batched is True and arch != "mlp":
-        raise ConfigError(f"batched=True trains stacked MLPs only (arch='mlp'), got arch={arch!r}; "
-                          "use batched=False (or 'auto', which batches only MLPs)")
     loaded = [load_pll_dataset(d, data_dir) if isinstance(d, str) else d for d in datasets]
     by_name = {d.name: d for d in loaded}
     worker = _SweepWorker(by_name, algorithms, device, eval_batch_size)
     args_list = sweep_args(loaded, algorithms, n_hparams=n_hparams, n_trials=n_trials, arch=arch,
                            checkpoint_freq=checkpoint_freq, steps=steps, compat=compat,
-                           hparams_overrides=hparams_overrides, precision=precision, device=device)
-    todo, counts = runs.pending(args_list, out_dir)
+                           hparams_overrides=hparams_overrides, precision=precision, device=device,
+                           batched=batched, max_group=max_group)
+    _, counts = runs.pending(args_list, out_dir)
     for args in args_list:  # the runs found done are logged here; the worker logs those it trains
         run_dir = runs.run_dir_for(args, out_dir)
         if runs.is_done(run_dir):
             log_run(RUN_KIND, run_dir.name, built=False)
     spec = executor_spec(executor, jobs=jobs, threads=1)
     folder = Path(out_dir) / runs.SUBMITIT_FOLDER
+    tasks = stacked_tasks(args_list, out_dir)
     if spec is not None and spec.kind == "slurm":  # runs that jobs of an earlier launch still hold stay with them
         flying = runs.in_flight(folder)
-        todo = [(args, run_dir) for args, run_dir in todo if run_dir.name not in flying]
-    tasks = sweep_tasks(todo, batched=batched, max_group=max_group, widths={d.name: data_width(d) for d in loaded})
+        tasks = [task for task in tasks if not any(run_dir.name in flying for _, run_dir in task)]
     runs.map_jobs(worker, tasks, jobs=jobs, desc="plench sweep", executor=spec, folder=folder, units=_run_names)
     return counts
 
@@ -783,11 +840,14 @@ class Grid:
     executor: Any = None  # where the runs train: None (this process) or a setting for shared.executor.executor_spec
     precision: str = DEFAULT_PRECISION  # "auto" (bf16 on CUDA), "bf16" or "fp32" (the official behaviour)
 
-    def run_args(self, datasets: Sequence[PLLDataset | str], device="cpu") -> list[dict]:
-        """The runs' ``run_args`` when the sweep trains on ``device`` (which resolves ``precision``)."""
+    def run_args(self, datasets: Sequence[PLLDataset | str], device="cpu",
+                 widths: Mapping[str, int] | None = None) -> list[dict]:
+        """The runs' ``run_args`` when the sweep trains on ``device`` (which resolves ``precision``); ``widths`` as
+        ``sweep_args``'."""
         return sweep_args(datasets, self.algorithms, n_hparams=self.n_hparams, n_trials=self.n_trials, arch=self.arch,
                           checkpoint_freq=self.checkpoint_freq, steps=self.steps, compat=self.compat,
-                          hparams_overrides=self.hparams_overrides, precision=self.precision, device=device)
+                          hparams_overrides=self.hparams_overrides, precision=self.precision, device=device,
+                          batched=self.batched, widths=widths)
 
 
 def sweep_grids(grids: Sequence[Grid], datasets: Sequence[PLLDataset], *, out_dir, device: str = "cpu", jobs: int = 1,

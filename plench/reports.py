@@ -238,12 +238,39 @@ def image_overrides(cfg: Mapping, algorithm: str) -> dict | None:
 
 
 def image_grids(cfg: Mapping) -> list[Grid]:
-    """The image notebook's sweeps: one per network and algorithm (its own overrides, ``image_overrides``)."""
+    """The image notebook's sweeps: one per network and algorithm (its own overrides, ``image_overrides``).
+
+    ``batched`` stacks configurations that share a batch size (``protocol.train_runs_batched``); Figure 4 then
+    times runs of its own (``figure4_grids``)."""
     precision = precision_setting(cfg)
     return [Grid((a,), n_hparams=cfg["n_hparams"], n_trials=cfg["n_trials"], arch=arch, steps=cfg["steps"],
                  checkpoint_freq=cfg["checkpoint_freq"], compat=cfg["compat"],
-                 hparams_overrides=image_overrides(cfg, a), executor=cfg.get("executor"), precision=precision)
+                 hparams_overrides=image_overrides(cfg, a), batched=cfg.get("batched", False),
+                 executor=cfg.get("executor"), precision=precision)
             for arch in cfg["archs"] for a in cfg["algorithms"]]
+
+
+def figure4_grids(cfg: Mapping) -> list[Grid]:
+    """The runs Figure 4 times when the image sweep stacks its runs (``batched``): a stack's step is shared, so its
+    records say nothing of one algorithm's time per step or memory. Then every algorithm trains its default
+    configuration (hparams seed 0) on the first split alone, for ``fig4["steps"]`` steps (None: the sweep's), on
+    Figure 4's network (and dataset: ``figure4_datasets``). Empty when the sweep trains every run alone: Figure 4
+    reads its records, as the paper's did."""
+    fig4 = cfg["fig4"]
+    if cfg.get("batched", False) is False:
+        return []
+    steps = fig4.get("steps") or cfg["steps"]
+    return [Grid((a,), n_hparams=1, n_trials=1, arch=fig4["arch"], steps=steps,
+                 checkpoint_freq=min(int(cfg["checkpoint_freq"]), steps), compat=cfg["compat"],
+                 hparams_overrides=image_overrides(cfg, a), executor=cfg.get("executor"),
+                 precision=precision_setting(cfg))
+            for a in cfg["algorithms"]]
+
+
+def figure4_datasets(cfg: Mapping, names: Sequence[str]) -> list[str]:
+    """The datasets (of ``names``, the notebook's) Figure 4 reads: its ``fig4["dataset"]``, or all when None."""
+    dataset = cfg["fig4"]["dataset"]
+    return list(names) if dataset is None else [n for n in names if n == dataset]
 
 
 # ------------------------------------------------------------------------------------------------ batched speed-up

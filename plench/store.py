@@ -6,19 +6,19 @@ ResNet-32 runs. Each run is trained under its lock (``shared.sweep.run_locks``),
 never train one run twice; a run one notebook has in flight on Slurm is not submitted by the other (the folder's
 ledger of jobs, ``shared.sweep``).
 
-A folder is ``<cache>/plench-sweeps/<owner>/<kind>-<code>/<data>`` (``shared.paths.cache_dir``: ``$NOISY_CACHE_DIR``
-or ``.cache/artifacts``), and a run is read only by what agrees on all four:
+A folder is ``<cache>/plench-sweeps/shared/<kind>-<code>/<data>`` (``shared.paths.cache_dir``: ``$NOISY_CACHE_DIR``
+or ``.cache/artifacts``), and a run is read only by what agrees on its code, its data and its own arguments:
 
 * ``<code>``: the code that trains a run of that kind (``plench.protocol`` and what it imports, or
   ``plench.reports`` for the training arm), without the modules that only schedule, lock, log or show progress
   (``INFRASTRUCTURE``). Editing that code starts new folders, as the cache rebuilds its entries.
 * ``<data>``: the contents of the datasets the sweep trains on (``data_key``), so runs on other files under the same
   names (the CI rehearsal's stand-ins and the larger ones of ``make rehearse``, a replaced download) are not read.
-* ``<owner>``: ``shared``, or for a sweep that stacks runs (``batched``: several MLP configurations trained as one
-  model, ``protocol.train_runs_batched``) its notebook and a hash of its settings. A stacked run agrees with a run
-  trained alone only to about 1e-4 and depends on which runs share its stack; kept apart per notebook and settings,
-  the same settings give the same records whatever else ran before. Runs trained alone (the image networks: every
-  run 04 shares with 03) are the same whoever trains them.
+* the run's folder name, the hash of its ``run_args``. Runs trained as one stack (``batched``: several
+  configurations trained as one model, ``protocol.train_runs_batched``) agree with runs trained alone only to float
+  rounding and depend on which runs share their stack, so their identity names the stack (``protocol.sweep_args``):
+  a notebook reads a stacked run only if it forms the same stack (03's and 04's full ResNet-32 stacks), never a run
+  stacked otherwise.
 
 A notebook's own output folder, which the batch runner replaces on every run, never holds the only copy of hours of
 training, and a killed notebook keeps every run it finished. Compute nodes of a cluster need the cache on a shared
@@ -31,12 +31,10 @@ kind                      runs
 ``TRAINING_ARM``          04's "training" arm (``reports.train_with_validation``); code: ``plench.reports``
 ========================  ===================================================================================
 
-    folder = sweep_dir(RUNS, datasets)                                 # shared: protocol.sweep(out_dir=folder)
-    folder = sweep_dir(RUNS, datasets, own="02_tabular", settings=grids)   # a stacking sweep's own
+    folder = sweep_dir(RUNS, datasets)                                 # protocol.sweep(out_dir=folder)
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import importlib
 import json
@@ -79,32 +77,9 @@ def data_key(datasets: Iterable) -> str:
     return digest.hexdigest()[:12]
 
 
-def settings_key(settings) -> str:
-    """12 hex digits of SHA-256 over ``settings`` (e.g. a notebook's ``protocol.Grid`` list) as sorted JSON; where
-    runs train (``executor``) is left out."""
-    def plain(value):
-        if dataclasses.is_dataclass(value):
-            return {k: plain(v) for k, v in dataclasses.asdict(value).items() if k != "executor"}
-        if isinstance(value, (list, tuple)):
-            return [plain(v) for v in value]
-        if isinstance(value, dict):
-            return {str(k): plain(v) for k, v in value.items() if k != "executor"}
-        return value
-
-    return hashlib.sha256(json.dumps(plain(settings), sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def sweep_dir(kind: str = RUNS, datasets: Iterable = (), *, own: str | None = None, settings=None) -> Path:
+def sweep_dir(kind: str = RUNS, datasets: Iterable = ()) -> Path:
     """The sweep folder of ``kind`` (``RUNS`` or ``TRAINING_ARM``) for the code checked out now and these
-    ``datasets``: the one every notebook shares, or with ``own`` (a notebook stem) that notebook's own for these
-    ``settings`` (for sweeps that stack runs)."""
+    ``datasets``, which every notebook shares."""
     if kind not in CODE:
         raise unknown_choice("Plench sweep kind", kind, CODE)
-    owner = "shared" if own is None else f"{own}/{settings_key(settings)}"
-    return cache_dir() / ROOT / owner / f"{kind}-{_code(CODE[kind])}" / data_key(datasets)
-
-
-def stacks(batched) -> bool:
-    """Whether a sweep with this ``batched`` setting may stack runs (``protocol.sweep_tasks``): then it needs a
-    folder of its own (``sweep_dir(own=...)``)."""
-    return batched is not False
+    return cache_dir() / ROOT / "shared" / f"{kind}-{_code(CODE[kind])}" / data_key(datasets)

@@ -162,7 +162,9 @@ class LossAlgorithm(Algorithm):
 
     ``train_step``: ``loss(logits, s, w)`` (w: the rows' confidences (B, q) or None) -> Adam step; then, for
     algorithms that keep confidences, the same batch is re-forwarded without gradients (train mode, as in the
-    official code) and ``refresh(logits, s, w)`` gives the rows' new confidences. Keeping the loss and the
+    official code) and ``refresh(logits, s, w)`` gives the rows' new confidences; then ``after_step()``. A batch
+    ``skipped(s)`` says is skipped whole. These hooks are all a subclass changes, so stacked training
+    (``plench.protocol.train_runs_batched``) can run the step for many configurations at once. Keeping the loss and the
     refresh as functions of tensors keeps them testable on hand-made logits. Both receive float32 logits (the
     network's bf16 output cast under mixed precision), so losses and confidences are computed in float32.
     """
@@ -186,11 +188,23 @@ class LossAlgorithm(Algorithm):
         """New confidences (B, q) of the batch rows after the step."""
         raise NotImplementedError
 
+    def skipped(self, s: torch.Tensor) -> torch.Tensor | None:
+        """Whether the step on a batch with candidate sets s (B, q) is skipped (no forward, no update): a 0-d bool
+        tensor, or None for algorithms that never skip (no device sync)."""
+        return None
+
+    def after_step(self) -> None:
+        """Bookkeeping after each step's update and refresh, before ``curr_iter`` advances (POP's epoch ends)."""
+
     def train_step(self, batch: Batch) -> dict[str, float]:
+        skip = self.skipped(batch.s)
+        if skip is not None and bool(skip):
+            return {"loss": 0.0}
         w = self.confidence[batch.idx] if self.uses_confidence else None
         value = self.step(self.optimizer, self.loss(self.network(batch.weak).float(), batch.s, w))
         if self.uses_confidence:
             with torch.no_grad():
                 fresh = self.network(batch.weak).float()
                 self.confidence[batch.idx] = self.refresh(fresh, batch.s, w).to(self.confidence.dtype)
+        self.after_step()
         return {"loss": value}

@@ -127,10 +127,8 @@ class ComplementaryLossAlgorithm(LossAlgorithm):
             return logits.new_zeros(())
         return self.pair_loss(logits[rows], labels)
 
-    def train_step(self, batch: Batch) -> dict[str, float]:
-        if not bool((batch.s == 0).any()):  # no complementary pair: skip the step
-            return {"loss": 0.0}
-        return super().train_step(batch)
+    def skipped(self, s: torch.Tensor) -> torch.Tensor:
+        return ~(s == 0).any()  # no complementary pair: skip the step
 
 
 @register

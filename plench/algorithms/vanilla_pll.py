@@ -106,11 +106,9 @@ class POP(PRODEN):
         self.register_buffer("snapshots", torch.zeros(window, self.num_train, self.num_classes))
         self.theta = float(self.hparams["theta"])
 
-    def train_step(self, batch: Batch) -> dict[str, float]:
-        losses = super().train_step(batch)
+    def after_step(self) -> None:
         if self.curr_iter % self.steps_per_epoch == 0:
             self.record_and_purify()
-        return losses
 
     @torch.no_grad()
     def record_and_purify(self) -> None:

@@ -41,11 +41,13 @@ def test_the_full_profile_plans_every_notebook_with_the_papers_grid(tmp_path):
     plans = {nb: _plan(nb, "full", tmp_path, **(few if nb[:2] in ("02", "03", "04") else {})) for nb in NOTEBOOKS}
     assert plans["00_datasets"] == [] and plans["01_selection_theory"] == []
     assert _kinds(plans["02_tabular"]) == {"plench-run": (20 + 3) * 9 * 2, "plench-speedup": 4}
-    assert _kinds(plans["03_image"]) == {"plench-run": 26 * 2 * 2 * 2, "plench-compat-check": 4}
+    # the sweep, and Figure 4's 26 runs alone (the sweep stacks: batched)
+    assert _kinds(plans["03_image"]) == {"plench-run": 26 * 2 * 2 * 2 + 26, "plench-compat-check": 4}
     assert _kinds(plans["04_validation_use"]) == {"plench-run": 26 * 2 * 2, "plench-training-arm": 26 * 2}
     image = [r for r in plans["03_image"] if r.kind == "plench-run"]
     assert {r.work[0].workload.arch for r in image} == {"resnet32", "densenet_bc"}
-    assert all(r.work[0].steps == 60_000 for r in image)  # the paper's 60,000 iterations
+    assert sum(r.work[0].steps == 60_000 for r in image) == 26 * 2 * 2 * 2  # the paper's 60,000 iterations
+    assert sum(r.work[0].steps == 2_000 for r in image) == 26  # Figure 4's timed runs
 
 
 def test_doubling_the_splits_doubles_the_seeded_runs_only():
@@ -56,20 +58,32 @@ def test_doubling_the_splits_doubles_the_seeded_runs_only():
     assert _kinds(two) == {k: 2 * v for k, v in _kinds(one).items()}
 
 
-def test_runs_of_two_notebooks_with_equal_arguments_are_two_runs():
-    """02's and 04's smoke sweeps share run arguments (PLDigits, MLP, configurations 0-1) but stack MLP runs
-    (``batched: auto``), so each trains in its notebook's own folder (``plench.store``): equal log keys, different
-    identities."""
-    tabular, validation = _plan("02_tabular"), _plan("04_validation_use")
-    key = {r.identity.rsplit("/", 1)[1] for r in tabular if r.kind == "plench-run"}
-    shared_keys = [r for r in validation if r.identity.rsplit("/", 1)[1] in key]
-    assert shared_keys, "the smoke settings were expected to repeat some of 02's runs in 04"
-    assert not {r.identity for r in tabular} & {r.identity for r in validation}
+def test_runs_of_two_notebooks_stacked_otherwise_are_two_runs():
+    """02's and 04's smoke sweeps define runs with equal arguments (PLDigits-Vaguest, MLP, configurations 0-1) but
+    stack them with other runs (``batched: auto``; 02 searches 2 configurations, 04 four): a stacked run's identity
+    names its stack (``protocol.sweep_args``), so they are different runs, and neither notebook reads the other's."""
+    ds = load_pll_dataset("PLDigits-Vaguest")
+    tabular = [a for g in reports.tabular_grids(notebook_settings("plench", "02_tabular", "smoke", {}))
+               for a in g.run_args([ds])]
+    validation = reports.validation_use_grid(notebook_settings("plench", "04_validation_use", "smoke", {}))[0]
+    validation = validation.run_args([ds])
+
+    def bare(args):
+        return runs_key({k: v for k, v in args.items() if k != "stack"})
+
+    from shared.sweep import args_hash as runs_key
+    by_bare = {bare(a): a for a in tabular}
+    pairs = [(by_bare[bare(a)], a) for a in validation if bare(a) in by_bare]
+    stacked = [(t, v) for t, v in pairs if "stack" in t or "stack" in v]
+    assert stacked, "the smoke settings were expected to define some of 02's stacked runs in 04"
+    assert all(t.get("stack") != v.get("stack") and runs_key(t) != runs_key(v) for t, v in stacked)
+    assert all(runs_key(t) == runs_key(v) for t, v in pairs if "stack" not in t and "stack" not in v)
 
 
 def test_the_full_validation_arm_is_priced_once_with_the_image_tables():
-    """In the full profile 04's "validation" arm is the ResNet-32 search of 03 (runs trained alone): the same
-    identities, so the paper's total prices them once; only the "training" arm is 04's own."""
+    """In the full profile 04's "validation" arm is the ResNet-32 search of 03, stacked alike (both ``batched: true``:
+    the same stacks): the same identities, so the paper's total prices them once; only the "training" arm is 04's
+    own."""
     image, validation = _plan("03_image", "full"), _plan("04_validation_use", "full")
     searched = [r for r in validation if r.kind == "plench-run"]
     assert len(searched) == 2 * 26 * 20 * 3  # datasets x algorithms x configurations x splits
@@ -156,15 +170,21 @@ def test_image_algorithms_views_agree_with_the_workload_registry():
         assert "_".join(ALGORITHMS[name].views) == augment, name
 
 
-def test_stacked_mlp_steps_refresh_every_member():
-    """``train_runs_batched`` re-forwards the batch for every member: CC's stacked steps gain a no-grad forward."""
+def test_stacked_steps_make_the_passes_of_a_run_alone():
+    """``train_runs_batched`` re-forwards the batch only for algorithms that refresh confidences (PRODEN), as a run
+    alone does; CC's stacked steps make no extra forward. The members share each step's dispatch, not its FLOPs."""
     size = cost.dataset_sizes(["PLDigits-Vaguest"], None, None)["PLDigits-Vaguest"]
-    args = protocol.run_args(size.name, "CC", arch="mlp", hparams_seed=0, trial_seed=0, steps=40, checkpoint_freq=20)
-    alone, stacked = cost.run_work(size, args), cost.run_work(size, args, stack=4)
-    assert [w.workload.phase for w in alone] == ["train", "infer"]
-    assert [w.workload.phase for w in stacked] == ["train", "infer", "infer"] and stacked[1].steps == 40
-    # the members share each step's dispatch (its operators are launched once for the stack), not its FLOPs
-    assert [w.stack for w in stacked] == [4, 4, 1] and [w.stack for w in alone] == [1, 1]
+    for algorithm, phases in (("CC", ["train", "infer"]), ("PRODEN", ["train", "infer", "infer"])):
+        args = protocol.run_args(size.name, algorithm, arch="mlp", hparams_seed=0, trial_seed=0, steps=40,
+                                 checkpoint_freq=20)
+        alone, stacked = cost.run_work(size, args), cost.run_work(size, args, stack=4)
+        assert [w.workload.phase for w in alone] == [w.workload.phase for w in stacked] == phases
+        assert [w.steps for w in alone] == [w.steps for w in stacked]
+        assert [w.stack for w in stacked] == [4] * (len(phases) - 1) + [1] and {w.stack for w in alone} == {1}
+    image = cost.dataset_sizes(["PLDigits-Vaguest"], "image", None)["PLDigits-Vaguest"]
+    args = protocol.run_args(image.name, "PRODEN", arch="digits_cnn", hparams_seed=0, trial_seed=0, steps=40,
+                             checkpoint_freq=20)
+    assert [w.stack for w in cost.run_work(image, args, stack=3)] == [3, 1]  # the conv net's step, then evaluation
 
 
 def test_a_stack_shares_the_dispatch_floor_of_its_steps(monkeypatch):
@@ -232,7 +252,7 @@ def test_validation_as_training_finds_the_smallest_layout(holdout):
 def test_planned_identities_are_the_keys_the_sweep_logs(tmp_path, monkeypatch):
     log = tmp_path / "runs.jsonl"
     monkeypatch.setenv(runlog.ENV, str(log))
-    grid = protocol.Grid(("PRODEN", "PC"), n_hparams=2, n_trials=1, arch="mlp", checkpoint_freq=2, steps=3,
+    grid = protocol.Grid(("PRODEN", "GA"), n_hparams=2, n_trials=1, arch="mlp", checkpoint_freq=2, steps=3,
                          batched=True)
     ds = load_pll_dataset("digits-USS")
     for _ in range(2):  # trains, then finds them done
@@ -241,13 +261,17 @@ def test_planned_identities_are_the_keys_the_sweep_logs(tmp_path, monkeypatch):
     planned = cost.sweep_runs("02_tabular", cost.RECORDS, grid, sizes)
     logged = runlog.summarise(log)["plench-run"]
     assert logged["runs"] == logged["built"] == logged["loaded"] + 4 == 4
-    # a stacking sweep's runs are its notebook's own (plench.store); the same grid trained alone is shared
-    assert {r.identity for r in planned} == {f"plench-sweeps/02_tabular/runs/digits-USS/{e['key']}"
+    # every sweep folder is shared (plench.store); a stacked run's identity names its stack, so the same grid
+    # trained alone plans other runs
+    assert {r.identity for r in planned} == {f"plench-sweeps/shared/runs/digits-USS/{e['key']}"
                                              for e in runlog.read_log(log)}
     alone = dataclasses.replace(grid, batched=False)
     shared = [r.identity for r in cost.sweep_runs("04_validation_use", cost.RECORDS, alone, sizes)]
     assert shared == [r.identity for r in cost.sweep_runs("02_tabular", cost.RECORDS, alone, sizes)]
     assert all(i.startswith("plench-sweeps/shared/runs/") for i in shared)
+    stacks = [args.get("stack") for args in grid.run_args([ds])]
+    assert stacks.count(None) >= 2  # GA (its own train_step: gradient ascent) trains alone
+    assert len({r.identity for r in planned} - set(shared)) == len(stacks) - stacks.count(None)
     assert {r.identity.rsplit("/", 1)[1] for r in planned} == {p.name for p in (tmp_path / "records").iterdir()
                                                                 if not p.name.startswith(".")}
 

@@ -143,6 +143,28 @@ def test_image_page_draws_figure4_for_the_algorithms_run_and_leaves_the_rest_not
     assert claims.filter(like="official update").eq("not run").all()  # the compat check trained nothing
 
 
+def test_a_stacking_image_sweep_times_figure4_on_runs_of_its_own(tmp_path):
+    """With ``batched`` the sweep's runs share their stack's step, so Figure 4 trains each algorithm's default
+    configuration alone (``fig4.steps`` steps) and reads those; the cost plan lists them too."""
+    from plench import cost
+
+    settings = {"datasets": ["PLDigits-Vaguest"], "archs": ["digits_cnn"], "algorithms": ["PRODEN", "GA"],
+                "n_hparams": 2, "n_trials": 1, "steps": 6, "checkpoint_freq": 3, "batch_size": 32, "batched": True,
+                "fig4": {"dataset": None, "arch": "digits_cnn", "steps": 4},
+                "compat_check": {"dataset": "PLDigits-Vaguest", "algorithms": [], "steps": 2}}
+    page = ImageBenchmark("smoke", settings=settings, out_dir=tmp_path, device="cpu")
+    assert page.run().data.loc[0, "total"] == 4
+    stacked = page.records.groupby("algorithm")["group_size"].max()
+    assert stacked["PRODEN"] == 2 and stacked["GA"] == 1  # GA (gradient ascent, its own step) trains alone
+    timed = page.timed_records
+    assert set(timed["group_size"]) == {1} and set(timed["steps"]) == {4} and set(timed["hparams_seed"]) == {0}
+    assert [t.get_text() for t in page.figure4().axes[0].get_yticklabels()] == ["PRODEN", "GA"]
+    planned = cost.plan("03_image", page.cfg, {"profile": "smoke", "data_dir": None})
+    runs = {r.identity.rsplit("/", 1)[1] for r in planned if r.kind == "plench-run"}
+    assert runs == set(page.records["run"]) | set(timed["run"])
+    assert len(runs) == 4 + 2  # the timed runs are 4 steps long: none is one of the sweep's 6-step runs
+
+
 def test_validation_use_page_runs_both_arms_and_sets_them_side_by_side(tmp_path):
     settings = {"datasets": ["PLDigits-Vaguest"], "algorithms": ["PRODEN"], "n_hparams": 2, "n_trials": 1,
                 "steps": 10, "checkpoint_freq": 5, "batched": False}

@@ -20,15 +20,12 @@ TINY = {"datasets": ["PLDigits-Vaguest"], "algorithms": ["PRODEN", "CC"], "n_hpa
         "checkpoint_freq": 3, "batched": False}
 
 
-def test_folders_are_in_the_cache_shared_or_a_notebooks_own_and_per_kind(tmp_path, monkeypatch):
+def test_folders_are_in_the_cache_shared_and_per_kind(tmp_path, monkeypatch):
     monkeypatch.setenv("NOISY_CACHE_DIR", str(tmp_path / "elsewhere"))
     data = [load_pll_dataset("PLDigits-Vaguest")]
     shared, arm = store.sweep_dir(store.RUNS, data), store.sweep_dir(store.TRAINING_ARM, data)
-    own = store.sweep_dir(store.RUNS, data, own="02_tabular", settings=[1])
-    assert shared.parents[1] == tmp_path / "elsewhere" / "plench-sweeps" / "shared"
-    assert own.parents[2].name == "02_tabular" and own.parent.name == shared.parent.name != arm.parent.name
-    assert own != store.sweep_dir(store.RUNS, data, own="02_tabular", settings=[2])  # other settings, other folder
-    assert store.stacks("auto") and store.stacks(True) and not store.stacks(False)
+    assert shared.parents[1] == arm.parents[1] == tmp_path / "elsewhere" / "plench-sweeps" / "shared"
+    assert shared.parent.name != arm.parent.name
     with pytest.raises(ConfigError, match="training-arm"):
         store.sweep_dir("validation")
 
@@ -65,14 +62,18 @@ def test_a_rerun_into_a_fresh_output_folder_trains_nothing(tmp_path):
     assert not (tmp_path / "b" / "records").exists()
 
 
-def test_a_stacking_sweep_keeps_a_folder_of_its_own_notebook_and_settings():
-    page = ValidationUse("smoke", settings={**TINY, "batched": "auto"}, device="cpu")
-    data = page.datasets.values()
-    grid = reports.validation_use_grid(page.cfg)
-    assert page.records_dir == store.sweep_dir(store.RUNS, data, own="04_validation_use", settings=grid)
-    assert ValidationUse("smoke", settings={**TINY, "batched": "auto", "n_trials": 2}, device="cpu").records_dir \
-        != page.records_dir
-    assert ValidationUse("smoke", settings=TINY, device="cpu").records_dir == store.sweep_dir(store.RUNS, data)
+def test_a_stacking_sweep_shares_the_folder_and_names_its_stacks():
+    """Stacked runs live in the shared folder too: their identity names their stack, so settings that stack
+    otherwise (more trials, stacking off) define other runs instead of reading these."""
+    page = ValidationUse("smoke", settings={**TINY, "batched": True}, device="cpu")
+    data = list(page.datasets.values())
+    assert page.records_dir == store.sweep_dir(store.RUNS, data) == \
+        ValidationUse("smoke", settings=TINY, device="cpu").records_dir
+    grid, _ = reports.validation_use_grid(page.cfg)
+    stacked = grid.run_args(data)
+    alone = dataclasses.replace(grid, batched=False).run_args(data)
+    assert any("stack" in a for a in stacked)
+    assert {sweep.args_hash(a) for a in stacked if "stack" in a}.isdisjoint(sweep.args_hash(a) for a in alone)
 
 
 def test_the_validation_arm_reads_the_runs_another_sweep_trained(tmp_path, monkeypatch):
