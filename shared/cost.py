@@ -197,7 +197,14 @@ class Calibration:
 
     def step_seconds(self, workload, utilization: float, stack: int = 1) -> tuple[float | None, str]:
         """(seconds per step, "calibrated" | "estimated" | "unpriced") for ``workload``; an estimate is at least the
-        step's operators' dispatch, shared by the ``stack`` runs trained as one model (``Work.stack``)."""
+        step's operators' dispatch, shared by the ``stack`` runs trained as one model (``Work.stack``).
+
+        A member of a stack of G, where the device measured the step alone (T1) and as a stack of
+        ``STACK_MEASURED`` (TS, all members), costs T(G) / G with T(G) = T1 + (TS - T1) (G - 1) / (S - 1): the
+        stack's time grows linearly from one member's."""
+        stacked = self._stacked_seconds(workload, stack) if stack > 1 else None
+        if stacked is not None:
+            return stacked, "calibrated"
         hit = self.measured.get(workload.key)
         if hit is not None:
             return float(hit["step_s"]), "calibrated"
@@ -207,6 +214,19 @@ class Calibration:
             return None, "unpriced"
         floor = (workload_ops(workload) or 0) * self.dispatch_s / stack
         return max(flops / (rate * 1e12 * utilization), floor), "estimated"
+
+
+    def _stacked_seconds(self, workload, stack: int) -> float | None:
+        from shared.workloads import STACK_MEASURED, family
+
+        if "stack" not in family(workload.family).options:
+            return None
+        alone = self.measured.get(workload.key)
+        together = self.measured.get(workload.replace(options={"stack": STACK_MEASURED}).key)
+        if alone is None or together is None:
+            return None
+        t1, ts = float(alone["step_s"]), float(together["step_s"])
+        return (t1 + (ts - t1) * (stack - 1) / (STACK_MEASURED - 1)) / stack
 
 
 def workload_flops(workload) -> float | None:

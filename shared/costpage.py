@@ -80,7 +80,8 @@ def how_priced(costs: FullProfileCosts) -> str:
     return (f"estimated: FLOPs at {costs.utilization:.0%} of an {cal.slug}'s bf16 peak "
             f"({cal.peak_tflops.get('bf16', 0):g} TFLOP/s), but never less than the step's operators (forward and "
             f"backward, as dispatched) at {cal.dispatch_s * 1e6:.3g} µs each ({dispatch}), which is what bounds the "
-            "small networks (CIFAR ResNets, MLPs); no calibration measured on one yet")
+            "small networks (CIFAR ResNets, MLPs); configurations trained as one stack (Plench's image grid) share "
+            "that dispatch; no calibration measured on one yet")
 
 
 def reproduce_line(costs: FullProfileCosts | None, paper: str, stem: str) -> str:

@@ -4,7 +4,7 @@
     python3 -m shared.gpu_check --budget 420        # on a bare GPU box, from the repository root (no .venv there)
 
 For every ``shared.workloads.FULL_PROFILE_WORKLOADS`` step kind (CIFAR ResNets at CILN's and Plench's batch sizes
-and views, tabular MLPs, each LNLFN and NoisywikiHow language model at 128 tokens, ViT inference at 224 px, Mask R-CNN
+and views, alone and as Plench's stacks of ``STACK_MEASURED`` configurations, tabular MLPs, each LNLFN and NoisywikiHow language model at 128 tokens, ViT inference at 224 px, Mask R-CNN
 at COCO size) it measures throughput (samples/s: the median step time over timed steps after warm-up, CUDA
 synchronised), step time and peak memory (``torch.cuda.max_memory_allocated`` on CUDA; the process's peak resident
 memory increase on the CPU), and writes ``shared/calibration/<device-slug>.yaml``, which ``shared.cost`` prices the

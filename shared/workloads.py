@@ -422,7 +422,7 @@ class CifarResNet(Family):
     archs = ("resnet20", "resnet32", "wrn28_10", "densenet_bc", "lenet5", "tiny_cnn", "digits_cnn")
     options: ClassVar[dict[str, tuple[type, Any]]] = {
         "num_classes": (int, 10), "optimizer": (str, "sgd"), "augment": (str, "none"), "views": (int, 1),
-        "nograd": (int, 0), "channels_last": (bool, False), "width": (int, 16)}
+        "nograd": (int, 0), "channels_last": (bool, False), "width": (int, 16), "stack": (int, 1)}
     choices: ClassVar[dict[str, tuple]] = {"optimizer": OPTIMIZERS, "augment": ("none", "crop_flip", *_PLENCH_AUGMENTS)}
     flops_batch = 8
 
@@ -438,6 +438,11 @@ class CifarResNet(Family):
             raise ConfigError(f"{w.key}: Plench's image views are for RGB images (3, H, W) or its 8x8 digits")
         if "width" in dict(w.options) and w.arch != "tiny_cnn":
             raise ConfigError(f"{w.key}: width is tiny_cnn's option; {w.arch} has fixed widths")
+        if o["stack"] < 1:
+            raise ConfigError(f"{w.key}: stack must be >= 1")
+        if o["stack"] > 1 and (w.phase != "train" or o["augment"] != "weak" or o["views"] != 1 or o["nograd"] > 1):
+            raise ConfigError(f"{w.key}: stack (plench.protocol.train_runs_batched) trains Plench's loss step: one "
+                              "forward-backward of the weak view, at most one no-grad forward")
 
     @staticmethod
     def model(w: Workload):
@@ -455,6 +460,8 @@ class CifarResNet(Family):
         return build_model(w.arch, w.shape, k, **({"width": w.opts["width"]} if w.arch == "tiny_cnn" else {}))
 
     def build(self, w: Workload, device) -> Step:
+        if w.opts["stack"] > 1:
+            return self._build_stacked(w, device)
         torch = _torch()
         F = torch.nn.functional
         from shared.training import (
@@ -550,6 +557,54 @@ class CifarResNet(Family):
             return float(loss.detach())  # Plench's Algorithm.step returns the float (a device sync per step)
 
         return Step(train, w.batch, compute=compute, amp=amp, model=model)
+
+
+    def _build_stacked(self, w: Workload, device) -> Step:
+        """``stack`` configurations trained as one model (``plench.protocol.train_runs_batched``: ``plench.stacked``'s
+        vmapped network and batched Adam), each on its own batch and weak view: ``samples`` counts every member's."""
+        torch = _torch()
+        F = torch.nn.functional
+        from plench.augment import views_for
+        from plench.stacked import StackedAdam, StackedNetwork
+
+        _seed()
+        o, G = w.opts, w.opts["stack"]
+        with torch.device(device):
+            models = [self.model(w) for _ in range(G)]
+        stack = StackedNetwork(models)
+        adam = StackedAdam(stack.params, [torch.optim.Adam(m.parameters(), lr=1e-3, weight_decay=1e-4)
+                                          for m in models])
+        amp = device.type == "cuda" and w.precision != "fp32"
+        gen = torch.Generator().manual_seed(0)
+        targets = torch.randint(0, o["num_classes"], (G, w.batch), generator=gen).to(device)
+
+        def forward_backward(x):
+            with _autocast(device, w.precision):
+                logits = stack.forward(x).float()
+                loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum") / w.batch
+            grads = torch.autograd.grad(loss, stack.params)
+            if o["nograd"]:
+                with torch.no_grad(), _autocast(device, w.precision):
+                    stack.forward(x)
+            return loss, grads
+
+        def compute():
+            return forward_backward(torch.randn(G, w.batch, *w.shape, device=device))
+
+        if device.type == "meta":
+            return Step(compute, G * w.batch, compute=compute, amp=amp, model=stack)
+        weak = views_for("image", w.shape[1]).weak
+        raw = torch.randint(0, 256, (G, w.batch, w.shape[1], w.shape[2], w.shape[0]), dtype=torch.uint8,
+                            generator=gen).to(device)
+
+        def train():  # as protocol._batched_group: each member's view from its own draws, one stacked step
+            x = torch.stack([weak(raw[g][torch.randperm(w.batch, generator=gen).to(device)], generator=gen)
+                             for g in range(G)])
+            loss, grads = forward_backward(x)
+            adam.step(grads)
+            return float(loss.detach())
+
+        return Step(train, G * w.batch, compute=compute, amp=amp, model=stack)
 
 
 # ------------------------------------------------------------------------------------------------ tabular MLPs
@@ -1371,6 +1426,11 @@ def known_flops(extra_calibrations: Iterable[Path] = ()) -> dict[str, float]:
     return out
 
 
+def unstacked(w: Workload) -> Workload:
+    """``w`` as one run alone (without its ``stack`` option)."""
+    return _replace(w, options=tuple((k, v) for k, v in w.options if k != "stack"))
+
+
 def flops(w: Workload, *, device=None, cache: bool = True) -> float:
     """Forward + backward FLOPs of one step of ``w`` (forward only for infer), counted on the real architecture at
     the real input shape (``count_flops``: the meta device where it works, else ``device``/CPU at a small batch
@@ -1378,6 +1438,8 @@ def flops(w: Workload, *, device=None, cache: bool = True) -> float:
     calibration files' counts (device-independent) are used before counting. The count does not depend on the
     precision (a matmul is the same FLOPs in bf16) nor on the memory layout (``channels_last``), so one count serves
     every precision and layout of a shape."""
+    if dict(w.options).get("stack", 1) > 1:  # a stack is its members' arithmetic, counted on one of them
+        return dict(w.options)["stack"] * flops(unstacked(w), device=device, cache=cache)
     same = _replace(w, precision="fp32", options=tuple((k, v) for k, v in w.options if k != "channels_last"))
     if cache:
         table, committed = _read_json(flops_cache_path()), _committed_flops()
@@ -1400,6 +1462,8 @@ def ops(w: Workload, *, device=None, cache: bool = True) -> int:
     """The operators one step of ``w`` dispatches (``count_ops``), cached by workload key like ``flops`` in
     ``<cache_dir>/workload-ops.json``, the committed table (``COMMITTED_OPS_FILE``) read on a miss. Precision and
     memory layout are left out of the key as for FLOPs (autocast adds casts: a floor stays a floor)."""
+    if dict(w.options).get("stack", 1) > 1:  # a stack dispatches each operator once for all its members
+        return ops(unstacked(w), device=device, cache=cache)
     same = _replace(w, precision="fp32", options=tuple((k, v) for k, v in w.options if k != "channels_last"))
     if cache:
         committed = _read_json(COMMITTED_OPS_FILE, "ops")
@@ -1500,6 +1564,9 @@ def load_calibration(path) -> Calibration:
 
 
 # ================================================================================================ the full profile
+#: The stack size ``shared.gpu_check`` measures (``sweep``'s ``max_group``); ``shared.cost`` interpolates other sizes
+STACK_MEASURED = 16
+
 #: Plench's image algorithms (plench/profiles.yaml 03_image, 04_validation_use) -> (views, nograd, augment) of one
 #: step: forward-backward passes of the batch, extra no-grad forwards (confidence refreshes after the step, momentum
 #: or teacher encoders) and the views built. Counted by hooking the featurizers during ``update`` in the steady
@@ -1579,6 +1646,12 @@ def _full_profile() -> list[tuple[Workload, float, str]]:
             add(W("cifar_resnet", arch, "train", 256, CIFAR, "bf16",
                   {"optimizer": "adam", "augment": augment, "views": views, "nograd": nograd, "channels_last": True}),
                 runs_per_algorithm * 60_000 * len(algorithms), f"plench 03/04 image algorithms {', '.join(algorithms)}")
+            if (views, augment) == (1, "weak"):  # the loss-step algorithms train stacked (batched: true)
+                add(W("cifar_resnet", arch, "train", 256, CIFAR, "bf16",
+                      {"optimizer": "adam", "augment": augment, "nograd": nograd, "channels_last": True,
+                       "stack": STACK_MEASURED}),
+                    runs_per_algorithm * 60_000 * len(algorithms) / STACK_MEASURED,
+                    f"plench 03/04 {STACK_MEASURED} configurations stacked ({', '.join(algorithms)})")
         add(W("cifar_resnet", arch, "infer", 512, CIFAR, "bf16", {"channels_last": True}),
             runs_per_algorithm * 26 * 60 * 30, "plench 03/04 checkpoint evaluation (batch 512)")
     for dataset, (d, q) in PLENCH_TABULAR.items():  # 02_tabular: 20 algorithms x 20 hparams x 5 trials

@@ -63,6 +63,22 @@ def test_an_estimate_is_never_below_the_steps_operators_dispatch(infer):
     assert measured.step_seconds(infer, 1.0) == (STEP_S, "calibrated")
 
 
+def test_a_stack_member_is_priced_between_its_measured_steps_alone_and_stacked():
+    """Measured alone (6 ms) and as a stack of 16 (30 ms for all): a stack of G costs 6 + 24 (G - 1) / 15 ms, shared
+    by its G members; without both measurements a member is priced as before."""
+    from shared.workloads import STACK_MEASURED, Workload
+
+    w = Workload("cifar_resnet", "resnet32", "train", 256, (3, 32, 32), "bf16",
+                 {"optimizer": "adam", "augment": "weak", "nograd": 1, "channels_last": True})
+    both = {w.key: {"step_s": 0.006}, w.replace(options={"stack": STACK_MEASURED}).key: {"step_s": 0.030}}
+    cal = Calibration("test-device", {"bf16": 1.0}, both)
+    assert cal.step_seconds(w, 0.35, 1) == (0.006, "calibrated")
+    assert cal.step_seconds(w, 0.35, 16) == (pytest.approx(0.030 / 16), "calibrated")
+    assert cal.step_seconds(w, 0.35, 4) == (pytest.approx((0.006 + 0.024 * 3 / 15) / 4), "calibrated")
+    alone_only = Calibration("test-device", {"bf16": 1.0}, {w.key: {"step_s": 0.006}})
+    assert alone_only.step_seconds(w, 0.35, 4) == (0.006, "calibrated")
+
+
 def test_a_device_without_a_dispatch_measurement_uses_the_stated_assumption(tmp_path):
     (tmp_path / "mine.yaml").write_text("device: {type: cuda}\nworkloads: []\n")
     (tmp_path / "measured.yaml").write_text("device: {type: cuda}\nworkloads: []\ndispatch: {s_per_op: 4.0e-6}\n")
