@@ -9,7 +9,8 @@ NoisywikiHow language model at 128 tokens, ViT inference at 224 px, Mask R-CNN a
 (samples/s: the median step time over timed steps after warm-up, CUDA synchronised), step time and peak memory
 (``torch.cuda.max_memory_allocated`` on CUDA; the process's peak resident memory increase on the CPU), and writes
 ``shared/calibration/<device-slug>.yaml``, which ``shared.cost`` prices the full profile from. Why measure instead
-of dividing FLOPs by a data-sheet peak: small CNNs with per-image augmentations, fp32 transformers and Mask R-CNN's data-dependent heads run at very different shares of peak.
+of dividing FLOPs by a data-sheet peak: small CNNs with per-image augmentations, fp32 transformers and Mask R-CNN's
+data-dependent heads run at very different shares of peak.
 
 **Budget.** Everything (imports, building the models, FLOP counting, warm-up, timing) fits in ``--budget`` seconds,
 exceeded by at most one step. Workloads are measured most important first (FLOPs per step x the rough count of its
