@@ -50,8 +50,8 @@ def _by_algorithm(wide: pd.DataFrame) -> pd.DataFrame:
 
 @contextmanager
 def _run_by_run_quietly():
-    """Leave out ``train_runs_batched``'s warning for algorithms with their own ``train_step`` (PC, Forward, POP, ...):
-    they are trained run by run, which is what ``batched: auto`` means for them."""
+    """Leave out ``train_runs_batched``'s warning for algorithms with their own ``train_step`` (GA, IDGP, the holistic
+    and contrastive methods): they are trained run by run, which is what ``batched`` means for them."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="train_runs_batched: .* cannot be batched")
         yield

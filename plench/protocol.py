@@ -367,6 +367,12 @@ def _batched_group(members: list[dict], models: list[Algorithm], hparams: list[d
     G, steps, freq = len(members), members[0]["steps"], members[0]["checkpoint_freq"]
     batch_size = int(hparams[0]["batch_size"])
     tabular = models[0].arch == "mlp"
+    if not tabular and models[0].precision == "bf16" and device.type != "cuda":
+        raise ConfigError(f"stacked {models[0].arch} runs in bf16 need CUDA: the CPU's autocast does not reach the "
+                          "convolutions inside torch.func.vmap (they would run in fp32 while the records say bf16); "
+                          "use precision fp32 (or auto) on the CPU, or batched false")
+    if device.type == "cuda":  # mem_gb is this stack's peak, not the process's
+        torch.cuda.reset_peak_memory_stats(device)
     stack = StackedMLP([m.network for m in models]) if tabular else StackedNetwork([m.network for m in models])
     adam = StackedAdam(stack.params, [m.optimizer for m in models])
     precision, refresh = models[0].precision, models[0].uses_confidence
@@ -593,7 +599,7 @@ class _SweepWorker:
                 self._train(task, {str(run_dir) for _, run_dir in done})
         for _, run_dir in done:
             log_run(RUN_KIND, Path(run_dir).name, built=False)
-        seconds = (time.perf_counter() - start) / max(len(todo), 1)  # a batched task's time, shared by its runs
+        seconds = (time.perf_counter() - start) / len(task)  # a stack's time, shared by all its members
         for _, run_dir in todo:
             log_run(RUN_KIND, Path(run_dir).name, built=True, seconds=seconds)
 
@@ -728,6 +734,10 @@ def sweep_args(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], 
     for task in sweep_tasks([(args, str(i)) for i, args in enumerate(args_list)], batched=batched,
                             max_group=max_group, widths=widths):
         if len(task) > 1 and algorithm_stacks(task[0][0]["algorithm"]):
+            if arch != "mlp" and precision == "bf16" and as_device(device).type != "cuda":
+                raise ConfigError(f"stacked {arch} runs in bf16 need CUDA (the CPU's autocast does not reach the "
+                                  "convolutions inside torch.func.vmap); use precision fp32 or auto on the CPU, or "
+                                  "batched false")
             sid = stack_id([args for args, _ in task])
             for _, i in task:
                 args_list[int(i)] = {**args_list[int(i)], "stack": sid}

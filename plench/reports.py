@@ -255,9 +255,9 @@ def figure4_grids(cfg: Mapping) -> list[Grid]:
     records say nothing of one algorithm's time per step or memory. Then every algorithm trains its default
     configuration (hparams seed 0) on the first split alone, for ``fig4["steps"]`` steps (None: the sweep's), on
     Figure 4's network (and dataset: ``figure4_datasets``). Empty when the sweep trains every run alone: Figure 4
-    reads its records, as the paper's did."""
+    reads its records, as the paper's did (and with "auto", which never stacks an image network)."""
     fig4 = cfg["fig4"]
-    if cfg.get("batched", False) is False:
+    if cfg.get("batched", False) is not True:  # "auto" stacks MLPs only (protocol.sweep_tasks)
         return []
     steps = fig4.get("steps") or cfg["steps"]
     return [Grid((a,), n_hparams=1, n_trials=1, arch=fig4["arch"], steps=steps,

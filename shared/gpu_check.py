@@ -64,6 +64,8 @@ lines on stderr; the final table goes to stdout).
 """
 from __future__ import annotations
 
+import contextlib
+
 import argparse
 import ctypes
 import datetime as dt
@@ -696,6 +698,42 @@ def _path_plench_views(device) -> str:
     return f"views on {device.type}: {shapes}"
 
 
+def _path_plench_stacked(device) -> str:
+    """Plench's stacked training (``plench.stacked``, ``batched: true``) against the same networks alone, in train
+    mode (BatchNorm on batch statistics) under the full profile's precision on the device (bf16 autocast on CUDA,
+    fp32 on the CPU, whose autocast does not reach convolutions inside vmap): the members' logits and running
+    statistics must agree, and a backward and a batched Adam step must run."""
+    import torch
+
+    from plench.stacked import StackedAdam, StackedNetwork
+
+    precision = "bf16" if device.type == "cuda" else "fp32"
+    w = Workload("cifar_resnet", "resnet32", "train", 32, (3, 32, 32), precision,
+                 {"optimizer": "adam", "augment": "weak", "stack": 3})
+    torch.manual_seed(0)
+    with torch.device(device):
+        models = [family("cifar_resnet").model(w).train() for _ in range(3)]  # as protocol trains them
+    stack = StackedNetwork(models)
+    x = torch.randn(3, 32, 3, 32, 32, device=device)
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
+    with amp:
+        together = stack.forward(x).float()
+        alone = torch.stack([m(x[g]).float() for g, m in enumerate(models)])
+    scale = alone.abs().max().item()
+    worst = (together - alone).abs().max().item() / scale
+    name = next(n for n in stack.buffers if n.endswith("running_mean"))
+    stats = max((stack.buffers[name][g] - dict(m.named_buffers())[name]).abs().max().item()
+                for g, m in enumerate(models))
+    adam = StackedAdam(stack.params, [torch.optim.Adam(m.parameters(), lr=1e-3) for m in models])
+    adam.step(torch.autograd.grad(together.square().mean(), stack.params))
+    _sync(device)
+    tolerance = 5e-2 if precision == "bf16" else 1e-4
+    if not (worst <= tolerance and stats <= tolerance):
+        raise AssertionError(f"stacked vs alone ({precision}): logits differ by {worst:.2e} of their scale, running "
+                             f"means by {stats:.2e} (tolerance {tolerance:g})")
+    return f"{precision}: logits within {worst:.1e} of their scale, running means within {stats:.1e}; Adam step ok"
+
+
 def _path_deterministic(device) -> str:
     import torch
 
@@ -732,6 +770,11 @@ CUDA_PATHS = {
     "plench_step": ("a Plench DIRK-like step: three views on the device, 2 + 2 passes, Adam",
                     _path_workload("cifar_resnet/resnet32/train/b64/3x32x32/fp32/augment=weak_strong_distill,"
                                    "nograd=2,optimizer=adam,views=2")),
+    "plench_stacked": ("Plench's stacked training (torch.func vmap, stacked BatchNorm statistics, batched Adam) "
+                       "against the networks alone, ResNet-32 x 3", _path_plench_stacked),
+    "plench_stacked_step": ("a stack of 16 Plench configurations, weak views, Adam (03's batched: true)",
+                            _path_workload("cifar_resnet/resnet32/train/b64/3x32x32/bf16/augment=weak,nograd=1,"
+                                           "optimizer=adam,stack=16")),
     "pinned_dataloader_workers": ("DataLoader with 2 workers and pin_memory, non-blocking copies (ciln's DeiT loaders)",
                                   _path_pinned_loader),
     "deit_fp16_finetune": ("timm DeiT3-Small fine-tuning step, fp16 AMP + GradScaler",

@@ -314,6 +314,21 @@ def test_stacked_members_skip_the_steps_and_keep_the_books_their_runs_do(tmp_pat
     assert 5 <= skipped <= 35
 
 
+def test_stacked_conv_nets_in_bf16_need_cuda(tmp_path):
+    """The CPU's autocast does not reach convolutions inside vmap: a bf16 stack there would train in fp32 under a
+    bf16 name. Refused before anything trains (sweep_args) and in the trainer itself."""
+    ds = image_digits()
+    with pytest.raises(ConfigError, match="bf16 need CUDA"):
+        protocol.sweep_args([ds], ["PRODEN"], n_hparams=1, n_trials=2, arch="digits_cnn", checkpoint_freq=5, steps=6,
+                            hparams_overrides={"batch_size": 32}, precision="bf16", device="cpu", batched=True)
+    with pytest.raises(ConfigError, match="bf16 need CUDA"):
+        protocol.train_runs_batched(ds, "PRODEN", [(0, 0), (0, 1)], steps=2, checkpoint_freq=1, arch="digits_cnn",
+                                    out_dirs=[tmp_path / "a", tmp_path / "b"], precision="bf16",
+                                    hparams_overrides={"batch_size": 32})
+    assert protocol.sweep_args([ds], ["PRODEN"], n_hparams=1, n_trials=2, arch="digits_cnn", checkpoint_freq=5, steps=6,
+                               hparams_overrides={"batch_size": 32}, precision="auto", device="cpu", batched=True)
+
+
 def test_a_stack_with_a_finished_member_trains_whole_and_writes_only_the_rest(tmp_path):
     """A stack killed between its members' ``done`` marks: the rerun must give the unfinished member the numbers
     its identity (its stack) stands for, so the whole stack trains again, and the finished member is left as is."""
