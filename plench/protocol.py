@@ -734,7 +734,7 @@ def sweep_args(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], 
     for task in sweep_tasks([(args, str(i)) for i, args in enumerate(args_list)], batched=batched,
                             max_group=max_group, widths=widths):
         if len(task) > 1 and algorithm_stacks(task[0][0]["algorithm"]):
-            if arch != "mlp" and precision == "bf16" and as_device(device).type != "cuda":
+            if arch != "mlp" and precision == "bf16" and device_type(device) != "cuda":
                 raise ConfigError(f"stacked {arch} runs in bf16 need CUDA (the CPU's autocast does not reach the "
                                   "convolutions inside torch.func.vmap); use precision fp32 or auto on the CPU, or "
                                   "batched false")

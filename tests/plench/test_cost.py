@@ -80,6 +80,16 @@ def test_runs_of_two_notebooks_stacked_otherwise_are_two_runs():
     assert all(runs_key(t) == runs_key(v) for t, v in pairs if "stack" not in t and "stack" not in v)
 
 
+def test_a_gpus_full_image_grid_is_planned_stacked_in_bf16_on_a_machine_without_one():
+    """``python -m shared.cost --profile full`` plans the notebooks as they would run on the priced GPU
+    (``-p device cuda``) from a CPU login node: bf16 runs, stacks of up to 16 (``batched: true``)."""
+    cfg = notebook_settings("plench", "03_image", "full", {"n_hparams": 4, "n_trials": 1, "archs": ["resnet32"]})
+    planned = cost.plan("03_image", cfg, {"profile": "full", "data_dir": None, "device": "cuda"})
+    steps = [w for r in planned if r.kind == "plench-run" for w in r.work if w.workload.phase == "train"]
+    assert {w.workload.precision for w in steps} == {"bf16"}
+    assert max(w.stack for w in steps) > 1 and min(w.stack for w in steps) == 1  # Fig. 4's runs alone, and others
+
+
 def test_the_full_validation_arm_is_priced_once_with_the_image_tables():
     """In the full profile 04's "validation" arm is the ResNet-32 search of 03, stacked alike (both ``batched: true``:
     the same stacks): the same identities, so the paper's total prices them once; only the "training" arm is 04's
