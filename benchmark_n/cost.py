@@ -241,12 +241,15 @@ def train_work(spec: RunSpec, training: Training, n: Sizes) -> list[Work]:
         arch = {"resnet50": "maskrcnn_r50_fpn"}.get(hp["backbone"], f"maskrcnn_{hp['backbone']}_fpn")
         precision = maskrcnn.resolved_precision(hp, training.device)  # bf16 autocast on CUDA by default
         train = workload("maskrcnn", arch, "train", hp["batch_size"], shape, precision, num_classes=n.categories)
-        infer = workload("maskrcnn", arch, "infer", hp["batch_size"], shape, precision, num_classes=n.categories)
+        infer = workload("maskrcnn", arch, "infer", hp["batch_size"], shape, precision, num_classes=n.categories,
+                         detections=hp["detections_per_image"])
         work = [Work(train, total, examples=total * hp["batch_size"],
                      what=f"Mask R-CNN {hp['backbone']}-FPN, {total} iterations of batch {hp['batch_size']}")]
         if spec.log_losses:
             passes = logged_epochs(hp, last)
-            work.append(Work(infer, passes * math.ceil(n.train / hp["batch_size"]), examples=passes * n.train,
+            losses = workload("maskrcnn", arch, "infer", hp["batch_size"], shape, precision, num_classes=n.categories,
+                              own_boxes=1)
+            work.append(Work(losses, passes * math.ceil(n.train / hp["batch_size"]), examples=passes * n.train,
                              what=f"per-instance losses of the training set after {passes} epoch(s)"))
         return work + [Work(infer, math.ceil(n.val / hp["batch_size"]), examples=n.val, what="val predictions")]
     if training.backend == "mmdet":

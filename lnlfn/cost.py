@@ -28,15 +28,15 @@ Sizes come from the loaders when the data is there, else from the dataset regist
 sizes of each full release), so the full profile is planned without its data. Every benchmark and model of the
 settings is planned as present (the notebooks skip absent ones, with the reason). Steps follow the code: a
 fine-tuning run takes ``epochs * ceil(sequences / batch_size)`` optimizer steps (no drop_last; sequences are
-TweetNLP's tweets, the token task's inputs) and ``ceil(sequences / 64)`` inference batches at
-``FinetuneConfig.max_length``; an MLP head ``epochs * ceil(rows / batch_size)`` steps; MiniLM encodes distinct
+TweetNLP's tweets, the token task's inputs) and ``ceil(sequences / 64)`` inference batches; an MLP head ``epochs * ceil(rows / batch_size)`` steps; MiniLM encodes distinct
 texts in chunks of 1,024, batches of 64.
 
 Workloads (``shared.workloads``): ``text_encoder`` with the model's architecture (``text_arch``: the settings'
-hub names, e.g. microsoft/deberta-v3-base -> deberta-v3-base), shape ``(max_length,)``, task ``token`` (TweetNLP,
-12 universal tags) or ``sequence`` and the dataset's classes, bf16 where the config's ``bf16`` resolves to it on the
-planned device (``"auto"``, the default: on CUDA; ``params["device"]``, "auto" meaning this machine's), else fp32; MiniLM's
-embeddings as ``text_encoder`` task ``embed`` at its ``max_seq_length``; an MLP head as ``tabular_mlp`` (one hidden
+hub names, e.g. microsoft/deberta-v3-base -> deberta-v3-base), shape ``(width,)``: the mean width its batches pad
+to where the data and the model folder are at hand (``padded_widths``), else ``max_length``, the worst case; task
+``token`` (TweetNLP, 12 universal tags) or ``sequence`` and the dataset's classes, bf16 where the config's ``bf16``
+resolves to it on the planned device (``"auto"``, the default: on CUDA; ``params["device"]``, "auto" meaning this
+machine's), else fp32; MiniLM's embeddings as ``text_encoder`` task ``embed`` at its ``max_seq_length``; an MLP head as ``tabular_mlp`` (one hidden
 layer, Adam) on the 384-d embeddings. Logistic-regression heads are scikit-learn fits: counted, not priced. Where
 the model folder the run loads is present (``resolve_model_dir(model, data_dir)``, as ``finetune_probs``) and is not
 the checkpoint's size (the rehearsals' tiny random stand-ins), the workload carries its sizes (``model_sizes``:
@@ -401,12 +401,13 @@ def finetune_run(data: Data, labels: Labels, model: str, config, label: str, dat
     n_train, n_eval = data.seqs(train=True), data.seqs(train=False)
     config = config.resolved(_ON_CUDA.get())
     precision = "bf16" if config.bf16 else "fp32"
-    shape, arch = (config.max_length,), text_arch(model)
+    arch = text_arch(model)
+    train_width, eval_width = padded_widths(data, model, config, data_dir) or (config.max_length,) * 2
     options = {"task": data.task, "num_labels": data.num_classes, **model_sizes(model, arch, data_dir)}
-    work = (Work(_workload("text_encoder", arch, "train", config.batch_size, shape, precision, options),
+    work = (Work(_workload("text_encoder", arch, "train", config.batch_size, (train_width,), precision, options),
                  config.epochs * math.ceil(n_train / config.batch_size), config.epochs * n_train,
                  what=f"fine-tuning ({data.task} classification)"),
-            batched(_workload("text_encoder", arch, "infer", EVAL_BATCH, shape, precision, options), n_eval,
+            batched(_workload("text_encoder", arch, "infer", EVAL_BATCH, (eval_width,), precision, options), n_eval,
                     what="scoring val + test"))
     return PlannedRun(CACHE_KIND, finetune_identity(data, labels, model, config, data_dir), label, work)
 
@@ -416,40 +417,75 @@ def model_sizes(model: str, arch: str, data_dir) -> dict:
     notebook resolves it) where it is not ``arch``'s checkpoint size: a rehearsal's tiny stand-in under
     ``<data_dir>/models/<name>`` (``shared.workloads.text_size_options``). ``{}`` without a folder, or
     for the released checkpoint, whose workload keeps the full profile's key."""
-    from shared.text.models import resolve_model_dir
     from shared.workloads import text_size_options
 
-    try:
-        path = resolve_model_dir(model, data_dir)
-    except (DataNotFoundError, DataFormatError):
-        return {}
-    return text_size_options(arch, path)
+    path = _model_path(model, data_dir)
+    return {} if path is None else text_size_options(arch, path)
 
 
 def finetune_identity(data: Data, labels: Labels, model: str, config, data_dir) -> str:
     """The run's cache key when its data and model folder are present (``finetune_probs``'s parameters, built
     by the same ``_data_params``), else a hash of the same ingredients."""
     from lnlfn import finetune
-    from lnlfn.experiments import scored_items
     from shared.cache import code_fingerprint, params_key
-    from shared.text.models import resolve_model_dir
 
     config = config.resolved(_ON_CUDA.get())  # as finetune_probs keys it
     if data.ds is not None and labels.train is not None:
-        try:
-            path = resolve_model_dir(model, data_dir)
-        except (DataNotFoundError, DataFormatError):
-            path = None
+        path = _model_path(model, data_dir)
         if path is not None:
-            ds = data.ds
-            train = np.flatnonzero(np.asarray(ds.split) == "train")
-            items = (lambda rows: finetune.TokenItems.from_dataset(ds.subset(rows))) if data.task == "token" \
-                else (lambda rows: finetune._check_items([ds.texts[i] for i in rows], "sequence", "items"))
-            params = finetune._data_params(path, items(train), labels.train, items(scored_items(ds)),
-                                           data.num_classes, data.task)
+            train_items, eval_items = run_items(data)
+            params = finetune._data_params(path, train_items, labels.train, eval_items, data.num_classes, data.task)
             return params_key(finetune.CACHE_KIND, {**params, "config": config.params()},
                               _code(finetune.finetune_probs, code_fingerprint))
     return _hash(finetune.CACHE_KIND, model, data.key, labels.key, data.num_classes, data.task, config.params())
+
+
+def run_items(data: Data) -> tuple:
+    """(train items, scored items) of a loaded dataset as ``finetune_probs`` receives them from the notebooks."""
+    from lnlfn import finetune
+    from lnlfn.experiments import scored_items
+
+    ds = data.ds
+    train = np.flatnonzero(np.asarray(ds.split) == "train")
+    items = (lambda rows: finetune.TokenItems.from_dataset(ds.subset(rows))) if data.task == "token" \
+        else (lambda rows: finetune._check_items([ds.texts[i] for i in rows], "sequence", "items"))
+    return items(train), items(scored_items(ds))
+
+
+def _model_path(model: str, data_dir):
+    from shared.text.models import resolve_model_dir
+
+    try:
+        return resolve_model_dir(model, data_dir)
+    except (DataNotFoundError, DataFormatError):
+        return None
+
+
+def padded_widths(data: Data, model: str, config, data_dir) -> tuple[int, int] | None:
+    """(training, scoring) widths a fine-tuning run's batches pad to, rounded up: ``_collate`` pads a batch to its
+    longest sequence, training batches are a shuffle of ``config.batch_size`` sequences and scoring batches of
+    ``EVAL_BATCH`` sequences sorted by length (``_predict``), so a step works at that width, not at ``max_length``
+    (``shared.text.widths``). The sequences are ``finetune._encode``'s, with the model folder's tokenizer. None
+    where the data or the folder is absent: the plan then prices ``max_length``, the worst case."""
+    from lnlfn import finetune
+    from shared.text.models import load_tokenizer
+    from shared.text.widths import mean_batch_width
+
+    path = _model_path(model, data_dir) if data.ds is not None else None
+    if path is None:
+        return None
+    key = (data.key, str(path), data.task, config.max_length, config.batch_size)
+    if key not in _WIDTHS:
+        tokenizer = load_tokenizer(path, task=data.task)
+        train_items, eval_items = run_items(data)
+        lengths = [np.array([len(f["input_ids"]) for f in finetune._encode(tokenizer, items, None, config.max_length)[0]])
+                   for items in (train_items, eval_items)]
+        _WIDTHS[key] = (math.ceil(mean_batch_width(lengths[0], config.batch_size, shuffled=True)),
+                        math.ceil(mean_batch_width(np.sort(lengths[1]), finetune.EVAL_BATCH, shuffled=False)))
+    return _WIDTHS[key]
+
+
+_WIDTHS: dict[tuple, tuple[int, int]] = {}
 
 
 # ------------------------------------------------------------------------------------------ helpers

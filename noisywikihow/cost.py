@@ -52,9 +52,10 @@ training set. The BiLSTM trains ``bilstm_epochs``.
 
 **Workloads.** An MLP or linear model on frozen features: ``tabular_mlp`` (d,) (MiniLM 384, TF-IDF 128), fp32 (no
 NoisywikiHow method autocasts it: every base-model step is clipped, through ``Method.step``). A PLM: ``text_encoder``
-(the checkpoint's name as arch, ``num_labels`` 158, or ``task: seq2seq`` for T5 writing its labels) at (128,)
-(``plm.MAX_LENGTH``; the full-length worst case of dynamic padding), bf16 when ``bf16`` is set and the run is on a GPU
-(``device`` cuda, or auto in the full profile); where the PLM's folder under ``data_dir`` (``plm.model_folder``) is
+(the checkpoint's name as arch, ``num_labels`` 158, or ``task: seq2seq`` for T5 writing its labels) at the width
+its batches pad to (``plm_width``: where the benchmark's texts and the PLM's tokenizer are at hand, the mean longest
+event of a batch, ``shared.text.widths``; else (128,), ``plm.MAX_LENGTH``, the worst case), bf16 when ``bf16`` is
+set and the run is on a GPU (``device`` cuda, or auto in the full profile); where the PLM's folder under ``data_dir`` (``plm.model_folder``) is
 not the checkpoint's size (the rehearsal's tiny random stand-ins), the workloads carry its sizes (``plm_sizes``:
 ``shared.workloads`` size options such as ``layers=1,hidden=32``), so the plan prices the model that runs; without
 a folder, or with the released checkpoint, the keys are the full profile's. The BiLSTM: ``bilstm`` (not a family
@@ -153,7 +154,7 @@ def _tinyhow_sizes(seed: int, noise_encoder: str) -> BenchSizes:
     splits = {*bench.train.texts, *bench.val.texts, *bench.test.texts}
     pool_distinct = len(set(pool.texts))
     return _sizes_of(bench, _hash("tinyhow", seed, noise_encoder), len({*bench.train.texts, *pool.texts}),
-                     len(splits) + min(pool_distinct, _swaps(len(bench.train))))
+                     len(splits) + min(pool_distinct, _swaps(len(bench.train))), keep_texts=True)
 
 
 @lru_cache(maxsize=4)
@@ -168,7 +169,8 @@ def _release_sizes(data_dir: str | None, official: bool) -> BenchSizes:
     except DataNotFoundError:
         bench = None
     if bench is not None:
-        return _sizes_of(bench, _hash("noisywikihow", bench.meta["path"]), None, len(set(benchmark_texts(bench)[0])))
+        return _sizes_of(bench, _hash("noisywikihow", bench.meta["path"]), None, len(set(benchmark_texts(bench)[0])),
+                         keep_texts=True)
     n = release.OFFICIAL_SIZES
     per_class = release.OFFICIAL_EVAL_PER_CLASS
     sources = tuple((s, classes * per_class) for s, (classes, _) in release.TABLE3.items())
@@ -178,11 +180,13 @@ def _release_sizes(data_dir: str | None, official: bool) -> BenchSizes:
                       None, sum(n.values()) + _swaps(n["train"]))
 
 
-def _sizes_of(bench, key: str, pool_texts: int | None, all_texts: int) -> BenchSizes:
+def _sizes_of(bench, key: str, pool_texts: int | None, all_texts: int, *, keep_texts: bool = False) -> BenchSizes:
     import numpy as np
 
     from noisywikihow.benchmark import SOURCES
 
+    if keep_texts:  # what the PLMs' padded widths are measured on (plm_widths)
+        _TEXTS[key] = (tuple(bench.train.texts), tuple(bench.val.texts), tuple(bench.test.texts))
     test_source = bench.source[bench.test.labels]
     counts = np.bincount(bench.train.labels, minlength=bench.num_classes)
     return BenchSizes(bench.name, key, len(bench.train), len(bench.val), len(bench.test),
@@ -212,6 +216,7 @@ class Features:
     width: int | None
     embedding: PlannedRun | None
     sizes: tuple = ()  # a fine-tuned PLM's size options where its folder is not the checkpoint's size (plm_sizes)
+    folder: str | None = None  # a fine-tuned PLM's folder under data_dir, where present (its tokenizer: plm_width)
 
 
 def features_of(bench: BenchSizes, encoder: str, model: str, data_dir=None) -> Features:
@@ -233,7 +238,7 @@ def features_of(bench: BenchSizes, encoder: str, model: str, data_dir=None) -> F
             raise ConfigError(f"model {model!r} cannot read {encoder!r} token ids: {MODELS[model]}")
         folder = str(Path(resolve_data_dir(data_dir)).resolve())
         return Features(encoder, model, _hash("features", bench.key, "plm", PLMS[encoder].hf_id, folder), None, None,
-                        tuple(sorted(plm_sizes(encoder, data_dir).items())))
+                        tuple(sorted(plm_sizes(encoder, data_dir).items())), plm_folder(encoder, data_dir))
     if encoder not in ENCODERS:
         raise unknown_choice("encoder", encoder, [*ENCODERS, *PLMS])
     if model == "plm":
@@ -251,17 +256,22 @@ def plm_sizes(encoder: str, data_dir=None) -> dict:
     ``load_classifier`` and ``load_generator`` resolve it) where it is not the checkpoint's size: a rehearsal's
     tiny random stand-in (``shared.workloads.text_size_options``). ``{}`` without a folder or for the released
     checkpoint, whose workloads keep the full profile's keys."""
-    from noisywikihow.plm import PLMS, model_folder
-    from shared.errors import DataFormatError
+    from noisywikihow.plm import PLMS
     from shared.workloads import text_size_options
 
-    if encoder not in PLMS:
-        return {}
+    folder = plm_folder(encoder, data_dir) if encoder in PLMS else None
+    return {} if folder is None else text_size_options(_plm_arch(encoder), folder)
+
+
+def plm_folder(encoder: str, data_dir=None) -> str | None:
+    """The PLM's folder the runs load (``plm.model_folder``), or None where it is absent or unreadable."""
+    from noisywikihow.plm import model_folder
+    from shared.errors import DataFormatError
+
     try:
-        folder = model_folder(encoder, data_dir)
+        return str(model_folder(encoder, data_dir))
     except (DataNotFoundError, DataFormatError):
-        return {}
-    return text_size_options(_plm_arch(encoder), folder)
+        return None
 
 
 def _plm_arch(encoder: str) -> str:
@@ -374,15 +384,45 @@ def _workloads(features: Features, spec, training, bench: BenchSizes, gpu: bool)
         return workload("bilstm", "bilstm", "train", B, (BILSTM_MAX_LENGTH,), "fp32", opts), infer, infer
     arch, sizes = _plm_arch(spec.encoder), dict(features.sizes)
     precision = "bf16" if training.bf16 and gpu else "fp32"
+
+    def width(batch: int, shuffled: bool) -> tuple[int]:
+        return (plm_width(bench.key, spec.encoder, features.folder, batch, shuffled) or MAX_LENGTH,)
+
     if spec.generative(training):
         opts = {"task": "seq2seq", **sizes}
-        return (workload("text_encoder", arch, "train", B, (MAX_LENGTH,), precision, opts),
-                workload("text_encoder", arch, "infer", _generative_batch(), (MAX_LENGTH,), precision, opts),
-                workload("text_encoder", arch, "infer", _generative_batch(), (MAX_LENGTH,), precision,
-                         {"num_labels": K, **sizes}))
+        G = _generative_batch()
+        return (workload("text_encoder", arch, "train", B, width(B, True), precision, opts),
+                workload("text_encoder", arch, "infer", G, width(G, False), precision, opts),
+                workload("text_encoder", arch, "infer", G, width(G, False), precision, {"num_labels": K, **sizes}))
     opts = {"num_labels": K, **sizes}
-    infer = workload("text_encoder", arch, "infer", EVAL_BATCH, (MAX_LENGTH,), precision, opts)
-    return workload("text_encoder", arch, "train", B, (MAX_LENGTH,), precision, opts), infer, infer
+    infer = workload("text_encoder", arch, "infer", EVAL_BATCH, width(EVAL_BATCH, False), precision, opts)
+    return workload("text_encoder", arch, "train", B, width(B, True), precision, opts), infer, infer
+
+
+_TEXTS: dict[str, tuple[tuple, tuple, tuple]] = {}  # benchmark key -> (train, val, test) texts (_sizes_of)
+
+
+@lru_cache(maxsize=64)
+def plm_width(bench_key: str, encoder: str, folder: str | None, batch: int, shuffled: bool) -> int | None:
+    """The mean padded width of a PLM's batches of ``batch`` texts (``shared.text.widths``: shuffled, the training
+    split's; in order, the evaluation sets'), rounded up: ``TextClassifier`` drops the columns that are padding in
+    a whole batch, so a step works at its longest text, not at ``MAX_LENGTH``. None where the benchmark's texts or
+    the PLM's tokenizer (``folder``) are not at hand: the plan then prices the worst case, ``MAX_LENGTH``."""
+    import numpy as np
+
+    from noisywikihow.plm import MAX_LENGTH, load_tokenizer
+    from shared.text.widths import mean_batch_width, token_lengths
+
+    texts = _TEXTS.get(bench_key)
+    if texts is None or folder is None:
+        return None
+    tokenizer = load_tokenizer(folder)
+    if shuffled:
+        return math.ceil(mean_batch_width(token_lengths(tokenizer, texts[0], MAX_LENGTH), batch, shuffled=True))
+    widths = [mean_batch_width(token_lengths(tokenizer, split, MAX_LENGTH), batch, shuffled=False) for split in texts[1:]
+              if len(split)]
+    batches = [math.ceil(len(split) / batch) for split in texts[1:] if len(split)]
+    return math.ceil(float(np.average(widths, weights=batches))) if widths else None
 
 
 def _head_workload(features: Features, spec, training, bench: BenchSizes, name: str):

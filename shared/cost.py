@@ -16,7 +16,9 @@ work says how many rows its steps process in all (``Work.rows``: inference over 
 workload's batch, whose last batch is partial); then it costs as ``rows / batch`` full steps. FLOPs per step are
 counted by ``shared.workloads`` on the real architecture (``torch.utils.flop_counter``); seconds per step come from
 the device's calibration file (``shared/calibration/<device>.yaml``, written by ``python -m shared.gpu_check`` on
-that machine). A step measured there is *calibrated*; a workload the file lacks is *estimated* from its FLOPs at the
+that machine). A step measured there is *calibrated*, and so is one measured only at another input shape (a text
+batch padded to its longest sequence, measured at ``max_length``): its measured time above its operators' dispatch
+scales with the two shapes' FLOPs. A workload the file lacks is *estimated* from its FLOPs at the
 device's stated peak times ``--utilization`` and labelled so, but never below its operators' dispatch: a step that
 dispatches ``n`` operators (``shared.workloads.ops``: every ATen call of its forward and backward) takes at least
 ``n`` times the device's time per operator (``dispatch.s_per_op`` of the calibration, ``shared.gpu_check``'s
@@ -209,11 +211,44 @@ class Calibration:
         if hit is not None:
             return float(hit["step_s"]), "calibrated"
         flops = workload_flops(workload)
+        scaled = self._reshaped_seconds(workload, flops)
+        if scaled is not None:
+            return scaled / stack, "calibrated"
         rate = self.peak_tflops.get("fp32" if workload.precision == "fp32" else "bf16")
         if flops is None or not rate:
             return None, "unpriced"
         floor = (workload_ops(workload) or 0) * self.dispatch_s / stack
         return max(flops / (rate * 1e12 * utilization), floor), "estimated"
+
+    def _reshaped_seconds(self, workload, flops: float | None) -> float | None:
+        """A step measured at another input shape only (a text batch padded to its longest sequence, measured at
+        ``max_length``): the measured time less its operators' dispatch (``dispatch_s`` each, the same operators at
+        either shape), scaled by the FLOPs of the two shapes, plus the dispatch again. So the device's measured rate
+        at this model and batch prices the arithmetic, and a small model's fixed per-operator cost does not shrink
+        with its input. From the measured shape nearest in FLOPs; None where none was measured."""
+        if flops is None or not flops:
+            return None
+        best = None
+        for entry in self.measured.values():
+            shape = entry.get("shape")
+            if (entry.get("family") != workload.family or entry.get("arch") != workload.arch or shape is None
+                    or tuple(shape) == tuple(workload.shape)):
+                continue
+            try:
+                sibling = workload.replace(shape=tuple(shape))
+            except Exception:  # noqa: BLE001  a shape this workload cannot take is no sibling
+                continue
+            if sibling.key != entry["key"]:
+                continue
+            other = entry.get("flops_per_step") or workload_flops(sibling)
+            if not other:
+                continue
+            if best is None or abs(math.log(other / flops)) < abs(math.log(best[0] / flops)):
+                best = (float(other), float(entry["step_s"]))
+        if best is None:
+            return None
+        fixed = min((workload_ops(workload) or 0) * self.dispatch_s, best[1])
+        return fixed + (best[1] - fixed) * flops / best[0]
 
 
     def _stacked_seconds(self, workload, stack: int) -> float | None:

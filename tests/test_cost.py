@@ -181,3 +181,22 @@ def test_a_data_dir_that_is_not_there_is_an_error_not_a_plan_of_the_full_dataset
     assert cost.main(["lnlfn", "--only", "01_noise_realism", "--profile", "smoke", "-p", "data_dir", str(missing)]) == 2
     err = capsys.readouterr().err
     assert f"data_dir {missing} is not a folder" in err and "leave data_dir out" in err
+
+
+def test_a_step_measured_at_another_input_width_is_scaled_by_flops_above_its_dispatch(monkeypatch):
+    """A text batch padded to 32 tokens, measured only at 128: the measured 2 s less its operators' dispatch
+    (100 ops x 5 ms = 0.5 s) scales by the FLOPs of the two widths (1/4), the dispatch stays: 0.5 + 1.5/4 s.
+    Another model, or a calibration without the sibling, is not scaled (estimated from its FLOPs)."""
+    long = Workload("text_encoder", "bert-base-uncased", "train", 64, (128,), "fp32", {"num_labels": 2})
+    short, other = long.replace(shape=(32,)), long.replace(arch="roberta-base", shape=(32,))
+    for w, flops in ((long, 4e12), (short, 1e12), (other, 1e12)):
+        monkeypatch.setitem(cost._FLOPS, w.key, flops)
+        monkeypatch.setitem(cost._OPS, w.key, 100)
+    entry = {"key": long.key, "family": long.family, "arch": long.arch, "shape": [128], "step_s": 2.0}
+    cal = Calibration("test-device", {"fp32": 1.0}, {long.key: entry}, dispatch_s=0.005)
+    assert cal.step_seconds(short, 0.5) == (pytest.approx(0.5 + 1.5 / 4), "calibrated")
+    assert cal.step_seconds(long, 0.5) == (2.0, "calibrated")
+    assert cal.step_seconds(other, 0.5) == (pytest.approx(1e12 / 0.5e12), "estimated")
+    alone = Calibration("test-device", {"fp32": 1.0}, {long.key: entry}, dispatch_s=0.0)
+    assert alone.step_seconds(short, 0.5)[0] == pytest.approx(2.0 / 4)
+    assert alone.step_seconds(short, 0.5, stack=2)[0] == pytest.approx(2.0 / 4 / 2)

@@ -522,3 +522,21 @@ def test_maskrcnn_archs_are_the_backbones_benchmark_n_trains(cache_dir):
     assert sizes["resnet18"] < sizes["resnet50"] / 2  # 11M vs 23.5M: the arch's backbone, not ResNet-50's
     r18 = W.flops(W.Workload("maskrcnn", "maskrcnn_resnet18_fpn", "train", 1, (3, 64, 96), "fp32", {"instances": 2}))
     assert r18 > 0 and math.isfinite(r18)
+
+
+def test_maskrcnn_inference_costs_its_detections_and_the_losses_pass_its_boxes(cache_dir):
+    """The mask head runs once per detection: 10 per image cost less than torchvision's 100; the per-instance
+    losses' pass (the heads on the annotated boxes, no RPN) less still, and it is an inference pass only."""
+    infer = W.Workload("maskrcnn", "maskrcnn_resnet18_fpn", "infer", 1, (3, 64, 96), "fp32", {"num_classes": 6})
+    hundred, ten = W.flops(infer), W.flops(infer.replace(options={"detections": 10}))
+    own = W.flops(infer.replace(options={"own_boxes": 1, "instances": 2}))
+    assert 0 < own < ten < hundred / 2
+    import torch
+
+    step = W.family("maskrcnn").build(infer.replace(options={"own_boxes": 1, "instances": 2}), torch.device("cpu"))
+    logits, masks = step()
+    assert logits.shape == (2, 7) and masks.shape == (2, 7)  # one row per annotated box, a score per class
+    with pytest.raises(ConfigError, match="own_boxes"):
+        W.Workload("maskrcnn", "maskrcnn_resnet18_fpn", "train", 1, (3, 64, 96), "fp32", {"own_boxes": 1})
+    with pytest.raises(ConfigError, match="detections"):
+        infer.replace(options={"detections": 0})

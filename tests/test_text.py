@@ -86,3 +86,50 @@ def test_seq2seq_keeps_the_checkpoints_language_model_head(tmp_path):
     _, model = load_pretrained(folder, task="seq2seq")
     assert type(model).__name__ == "T5ForConditionalGeneration"
     assert model.lm_head.weight.data_ptr() == model.shared.weight.data_ptr()  # tied, as t5-base: nothing new
+
+
+# --------------------------------------------------------------------------- padded widths (shared.text.widths)
+def test_batches_in_order_are_as_wide_as_their_longest_text():
+    from shared.text.widths import mean_batch_width
+
+    assert mean_batch_width([1, 5, 2, 2, 9], 2, shuffled=False) == pytest.approx((5 + 2 + 9) / 3)
+    assert mean_batch_width([3, 7], 8, shuffled=False) == mean_batch_width([3, 7], 8, shuffled=True) == 7
+
+
+@pytest.mark.parametrize("batch", [1, 2, 4, 6])
+def test_shuffled_batches_are_as_wide_as_the_mean_over_every_shuffle(batch):
+    """The closed form equals the brute force over all 720 orders of six lengths (ties included), the last batch
+    partial where the batch does not divide six."""
+    import itertools
+
+    from shared.text.widths import mean_batch_width
+
+    lengths = [4, 9, 4, 1, 12, 6]
+    every = [np.mean([max(order[i:i + batch]) for i in range(0, 6, batch)])
+             for order in itertools.permutations(lengths)]
+    assert mean_batch_width(lengths, batch, shuffled=True) == pytest.approx(np.mean(every))
+
+
+def test_widths_check_their_arguments():
+    from shared.text.widths import mean_batch_width, token_lengths
+
+    with pytest.raises(ConfigError, match="batch must be >= 1"):
+        mean_batch_width([3], 0, shuffled=True)
+    with pytest.raises(ConfigError, match="at least one length"):
+        mean_batch_width([], 4, shuffled=False)
+    with pytest.raises(ConfigError, match="max_length must be >= 1"):
+        token_lengths(None, ["a"], 0)
+
+
+def test_token_lengths_count_special_tokens_and_stop_at_max_length(tmp_path):
+    from shared.text.widths import token_lengths
+
+    tokenizer, _ = load_pretrained(write_tiny_model(tmp_path / "bert", "bert", TRAIN), task="sequence", num_labels=2)
+    texts = ["bake the cake", "paint the fence again " * 20]
+    lengths = token_lengths(tokenizer, texts, 16)
+    assert lengths[0] == len(tokenizer(texts[0])["input_ids"]) == 5  # [CLS] three words [SEP]
+    assert lengths[1] == 16
+    pairs = token_lengths(tokenizer, [("bake the cake", "today")], 128)
+    assert pairs.tolist() == [len(tokenizer("bake the cake", "today")["input_ids"])]
+    words = token_lengths(tokenizer, [["bake", "the", "cake"]], 128, split_into_words=True)
+    assert words.tolist() == [5]

@@ -90,22 +90,32 @@ def load_pretrained(path: str | os.PathLike, *, task: str = "sequence", num_labe
         raise unknown_choice("task", task, TASKS)
     if (num_labels is None) != (task == "seq2seq"):
         raise ConfigError(f"task {task!r} {'takes no' if task == 'seq2seq' else 'needs the'} num_labels")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from transformers import (AutoModelForSeq2SeqLM, AutoModelForSequenceClassification, AutoModelForTokenClassification,
-                              AutoTokenizer)
+    tokenizer = load_tokenizer(path, task=task)
+    from transformers import AutoModelForSeq2SeqLM, AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-    # pre-split words need a leading space for byte-level BPE tokenizers (RoBERTa); harmless for the others
-    extra = {"add_prefix_space": True} if task == "token" else {}
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, **extra)
-    if task == "token" and not tokenizer.is_fast:
-        raise ConfigError(f"the token task needs a fast tokenizer (word_ids); {path} has a slow one")
     with quiet_transformers():  # no per-run weight-loading report (the new head is always "missing")
         if task == "seq2seq":
             return tokenizer, AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True)
         auto = AutoModelForTokenClassification if task == "token" else AutoModelForSequenceClassification
         model = auto.from_pretrained(path, num_labels=num_labels, local_files_only=True, ignore_mismatched_sizes=True)
     return tokenizer, model
+
+
+def load_tokenizer(path: str | os.PathLike, *, task: str = "sequence"):
+    """The tokenizer of the model folder ``path`` as ``load_pretrained`` loads it for ``task``, offline, without
+    the model (what a cost plan needs to measure the texts' lengths)."""
+    if task not in TASKS:
+        raise unknown_choice("task", task, TASKS)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    # pre-split words need a leading space for byte-level BPE tokenizers (RoBERTa); harmless for the others
+    extra = {"add_prefix_space": True} if task == "token" else {}
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, **extra)
+    if task == "token" and not tokenizer.is_fast:
+        raise ConfigError(f"the token task needs a fast tokenizer (word_ids); {path} has a slow one")
+    return tokenizer
 
 
 @contextmanager

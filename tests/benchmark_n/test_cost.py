@@ -76,6 +76,20 @@ def test_mask_rcnn_steps_follow_the_1x_schedule():
     assert losses.steps == math.ceil(COCO_TRAIN / 2)  # the epoch cut short by max_iters still logs its losses
 
 
+def test_mask_rcnn_passes_are_priced_as_the_code_runs_them():
+    """The per-instance losses run the heads on the annotated boxes (instance_losses: no RPN, no post-processing),
+    and the val predictions carry detections_per_image: the mask head runs on that many boxes per image."""
+    run = next(r for r in planned("03_train_eval", settings={"hparams": {"detections_per_image": 10}})
+               if "high" in r.label)
+    losses = next(w.workload for w in run.work if "per-instance" in w.what)
+    val = next(w.workload for w in run.work if w.what == "val predictions")
+    assert (losses.phase, losses.opts["own_boxes"], val.phase, val.opts["own_boxes"]) == ("infer", 1, "infer", 0)
+    assert val.opts["detections"] == 10 and "detections=10" in val.key
+    default = next(r for r in planned("03_train_eval") if "high" in r.label)
+    assert next(w.workload for w in default.work if w.what == "val predictions").key \
+        == "maskrcnn/maskrcnn_r50_fpn/infer/b16/3x800x1333/fp32"  # the paper's 100 detections: the default key
+
+
 def test_mask_rcnn_workloads_and_keys_follow_the_device_parameter(monkeypatch):
     from shared.workloads import Workload
 

@@ -118,10 +118,37 @@ def test_a_tiny_model_folder_gives_the_workload_its_size(tmp_path, no_data):
         o = small.workload.opts
         assert (o["layers"], o["hidden"], o["heads"], o["intermediate"]) == (1, 32, 2, 64) and o["vocab"] > 0
         assert small.workload.replace(options={k: 0 for k in ("layers", "hidden", "heads", "intermediate",
-                                                              "vocab")}) == full.workload
+                                                              "vocab")}, shape=full.workload.shape) == full.workload
         assert "hidden" not in full.workload.key and full.steps == small.steps
     assert bare.work[0].workload.key == "text_encoder/deberta-v3-base/train/b32/128/fp32"  # 2 classes: the default
     assert bare.work[0].workload.replace(options={"num_labels": 3}, precision="bf16") in FULL_PROFILE_WORKLOADS
+
+
+def test_fine_tuning_is_priced_at_the_width_its_batches_pad_to(tmp_path, no_data):
+    """_collate pads a batch to its longest sequence and _predict sorts the scored ones by length, so with the data
+    and the model folder at hand a step is priced at the mean padded width: the expectation over the shuffle for
+    training batches, exact for the sorted scoring batches; without the folder, at max_length."""
+    from lnlfn import finetune
+    from shared.text.models import load_tokenizer
+    from shared.text.tiny_models import write_tiny_model
+    from shared.text.widths import mean_batch_width
+
+    rng = np.random.default_rng(1)
+    texts = [" ".join(["the", "film", *rng.choice(["good", "bad", "fine"], int(rng.integers(1, 40)))]) for _ in range(80)]
+    ds = TextDataset("ragged", texts, rng.integers(0, 2, 80), ("neg", "pos"), None,
+                     np.array(["train"] * 50 + ["val"] * 10 + ["test"] * 20), np.array([f"r:{i}" for i in range(80)]),
+                     "test")
+    folder = write_tiny_model(tmp_path / "models" / "bert-base-cased", "bert", texts)
+    config = FinetuneConfig(lr=1e-3, epochs=1, batch_size=8, max_length=32)
+    run = cost.finetune_run(cost.data_of(ds), cost.Labels("x"), "bert-base-cased", config, "", str(tmp_path))
+    tokenizer = load_tokenizer(folder)
+    lengths = np.array([len(tokenizer(t, truncation=True, max_length=32)["input_ids"]) for t in texts])
+    train, scored = lengths[:50], np.sort(lengths[50:])
+    assert run.work[0].workload.shape == (math.ceil(mean_batch_width(train, 8, shuffled=True)),)
+    assert run.work[1].workload.shape == (math.ceil(mean_batch_width(scored, finetune.EVAL_BATCH, shuffled=False)),)
+    assert run.work[0].workload.shape[0] < 32 and run.work[1].workload.shape == (32,)  # one batch of 30: its longest
+    bare = cost.finetune_run(cost.data_of(ds), cost.Labels("x"), "bert-base-cased", config, "", no_data)
+    assert {w.workload.shape for w in bare.work} == {(32,)}
 
 
 def test_the_default_precision_follows_the_planned_device(no_data):

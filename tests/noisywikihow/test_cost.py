@@ -170,3 +170,26 @@ def test_bad_settings_are_config_errors():
         planned("03_lnl_realworld", seeds=[])
     with pytest.raises(ConfigError):
         notebook_grids("07_nothing", notebook_settings("noisywikihow", "03_lnl_realworld", "smoke"), Training())
+
+
+def test_plm_steps_are_priced_at_the_width_their_batches_pad_to(tmp_path):
+    """TextClassifier pads a batch to its longest event, so where the benchmark's texts and the PLM's tokenizer are
+    at hand a step is priced at the mean padded width (shuffled training batches of 64; evaluation batches of 512
+    in order, wider); without the tokenizer, at plm.MAX_LENGTH, the worst case."""
+    from noisywikihow.plm import MAX_LENGTH, load_tokenizer
+    from noisywikihow.tinyhow import generate
+    from shared.text.tiny_models import write_tiny_model
+    from shared.text.widths import mean_batch_width, token_lengths
+
+    bench, _ = generate(0)
+    folder = write_tiny_model(tmp_path / "models" / "facebook" / "bart-base", "bart", list(bench.train.texts))
+    runs = of_kind(planned("01_plm_architectures", {**FULL, "data_dir": str(tmp_path)}, dataset="tinyhow"),
+                   CACHE_KIND).values()
+    bart = next(r for r in runs if r.label.startswith("base clean") and "BART plm" in r.label)
+    bert = next(r for r in runs if r.label.startswith("base clean") and "BERT plm" in r.label)
+    lengths = token_lengths(load_tokenizer(folder), bench.train.texts, MAX_LENGTH)
+    train = next(w.workload for w in bart.work if w.workload.phase == "train")
+    infer = next(w.workload for w in bart.work if w.workload.phase == "infer")
+    assert train.shape == (math.ceil(mean_batch_width(lengths, 64, shuffled=True)),)
+    assert lengths.max() < MAX_LENGTH and train.shape[0] < infer.shape[0] <= lengths.max()
+    assert {w.workload.shape for w in bert.work if w.workload is not None} == {(MAX_LENGTH,)}
