@@ -110,7 +110,15 @@ class StackedNetwork:
     def __init__(self, networks: Sequence[nn.Module]):
         from torch.func import stack_module_state
 
-        params, self.buffers = stack_module_state(list(networks))
+        networks = list(networks)
+        if not networks:
+            raise ConfigError("StackedNetwork needs at least one network")
+        shapes = [[(n, tuple(t.shape)) for n, t in (*net.named_parameters(), *net.named_buffers())] for net in networks]
+        odd = next((g for g, s in enumerate(shapes) if s != shapes[0]), None)
+        if odd is not None:
+            raise ConfigError(f"StackedNetwork stacks networks of one architecture; member {odd} has other parameters "
+                              "or shapes than member 0 (train it alone, or stack it with its own architecture)")
+        params, self.buffers = stack_module_state(networks)
         self.names = list(params)
         self.params = [params[name].detach().clone().requires_grad_() for name in self.names]
         # the members' common structure, holding no tensors of its own (functional_call supplies them)
@@ -126,9 +134,7 @@ class StackedNetwork:
         return self
 
     def _call(self, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
-        from torch.func import functional_call
-
-        return functional_call(self.base, (params, buffers), (x,))
+        return self._call_with(self.base, params, buffers, x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits (G, B, q) for per-member inputs x (G, B, ...); train mode updates each member's running stats."""

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from plench import protocol
 from plench.algorithms import ALGORITHMS
@@ -325,8 +326,20 @@ def test_stacked_conv_nets_in_bf16_need_cuda(tmp_path):
         protocol.train_runs_batched(ds, "PRODEN", [(0, 0), (0, 1)], steps=2, checkpoint_freq=1, arch="digits_cnn",
                                     out_dirs=[tmp_path / "a", tmp_path / "b"], precision="bf16",
                                     hparams_overrides={"batch_size": 32})
-    assert protocol.sweep_args([ds], ["PRODEN"], n_hparams=1, n_trials=2, arch="digits_cnn", checkpoint_freq=5, steps=6,
-                               hparams_overrides={"batch_size": 32}, precision="auto", device="cpu", batched=True)
+    auto = protocol.sweep_args([ds], ["PRODEN"], n_hparams=1, n_trials=2, arch="digits_cnn", checkpoint_freq=5,
+                               steps=6, hparams_overrides={"batch_size": 32}, precision="auto", device="cpu",
+                               batched=True)
+    assert len(auto) == 2 and len({a["stack"] for a in auto}) == 1  # "auto" is fp32 on the CPU: stacked as asked
+    assert "precision" not in auto[0]  # fp32, the default, keeps the identity of an fp32 run
+
+
+def test_only_networks_of_one_architecture_stack():
+    from plench.stacked import StackedNetwork
+
+    with pytest.raises(ConfigError, match="member 1 has other parameters"):
+        StackedNetwork([nn.Linear(4, 2), nn.Linear(4, 3)])
+    with pytest.raises(ConfigError, match="at least one network"):
+        StackedNetwork([])
 
 
 def test_a_stack_with_a_finished_member_trains_whole_and_writes_only_the_rest(tmp_path):
