@@ -478,7 +478,8 @@ def padded_widths(data: Data, model: str, config, data_dir) -> tuple[int, int] |
     if key not in _WIDTHS:
         tokenizer = load_tokenizer(path, task=data.task)
         train_items, eval_items = run_items(data)
-        lengths = [np.array([len(f["input_ids"]) for f in finetune._encode(tokenizer, items, None, config.max_length)[0]])
+        lengths = [np.array([len(f["input_ids"]) for f in finetune._encode(tokenizer, items, None,
+                                                                           config.max_length)[0]])
                    for items in (train_items, eval_items)]
         _WIDTHS[key] = (math.ceil(mean_batch_width(lengths[0], config.batch_size, shuffled=True)),
                         math.ceil(mean_batch_width(np.sort(lengths[1]), finetune.EVAL_BATCH, shuffled=False)))

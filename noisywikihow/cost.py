@@ -55,11 +55,12 @@ NoisywikiHow method autocasts it: every base-model step is clipped, through ``Me
 (the checkpoint's name as arch, ``num_labels`` 158, or ``task: seq2seq`` for T5 writing its labels) at the width
 its batches pad to (``plm_width``: where the benchmark's texts and the PLM's tokenizer are at hand, the mean longest
 event of a batch, ``shared.text.widths``; else (128,), ``plm.MAX_LENGTH``, the worst case), bf16 when ``bf16`` is
-set and the run is on a GPU (``device`` cuda, or auto in the full profile); where the PLM's folder under ``data_dir`` (``plm.model_folder``) is
-not the checkpoint's size (the rehearsal's tiny random stand-ins), the workloads carry its sizes (``plm_sizes``:
-``shared.workloads`` size options such as ``layers=1,hidden=32``), so the plan prices the model that runs; without
-a folder, or with the released checkpoint, the keys are the full profile's. The BiLSTM: ``bilstm`` (not a family
-of ``shared.workloads`` yet; planned with a ``ProposedWorkload`` until one is registered, and unpriced until then).
+set and the run is on a GPU (``device`` cuda, or auto in the full profile); where the PLM's folder under
+``data_dir`` (``plm.model_folder``) is not the checkpoint's size (the rehearsal's tiny random stand-ins), the
+workloads carry its sizes (``plm_sizes``: ``shared.workloads`` size options such as ``layers=1,hidden=32``), so the
+plan prices the model that runs; without a folder, or with the released checkpoint, the keys are the full
+profile's. The BiLSTM: ``bilstm`` (not a family of ``shared.workloads`` yet; planned with a ``ProposedWorkload``
+until one is registered, and unpriced until then).
 """
 from __future__ import annotations
 
@@ -185,7 +186,7 @@ def _sizes_of(bench, key: str, pool_texts: int | None, all_texts: int, *, keep_t
 
     from noisywikihow.benchmark import SOURCES
 
-    if keep_texts:  # what the PLMs' padded widths are measured on (plm_widths)
+    if keep_texts:  # what the PLMs' padded widths are measured on (plm_width)
         _TEXTS[key] = (tuple(bench.train.texts), tuple(bench.val.texts), tuple(bench.test.texts))
     test_source = bench.source[bench.test.labels]
     counts = np.bincount(bench.train.labels, minlength=bench.num_classes)
@@ -419,9 +420,9 @@ def plm_width(bench_key: str, encoder: str, folder: str | None, batch: int, shuf
     tokenizer = load_tokenizer(folder)
     if shuffled:
         return math.ceil(mean_batch_width(token_lengths(tokenizer, texts[0], MAX_LENGTH), batch, shuffled=True))
-    widths = [mean_batch_width(token_lengths(tokenizer, split, MAX_LENGTH), batch, shuffled=False) for split in texts[1:]
-              if len(split)]
-    batches = [math.ceil(len(split) / batch) for split in texts[1:] if len(split)]
+    evaluated = [split for split in texts[1:] if len(split)]
+    widths = [mean_batch_width(token_lengths(tokenizer, split, MAX_LENGTH), batch, shuffled=False) for split in evaluated]
+    batches = [math.ceil(len(split) / batch) for split in evaluated]
     return math.ceil(float(np.average(widths, weights=batches))) if widths else None
 
 

@@ -172,6 +172,7 @@ class Calibration:
     startup: dict = field(default_factory=dict)  # {"kernel": s, <paper>: s}: gpu_check's startup times
     dispatch_s: float = ASSUMED_DISPATCH_S  # seconds per dispatched operator: the floor under an estimated step
     dispatch_source: str = "assumed"
+    _reshaped: dict = field(default_factory=dict, repr=False, compare=False)  # workload key -> _reshaped_seconds
 
     @classmethod
     def load(cls, slug: str, directory: Path = CALIBRATION_DIR) -> Calibration:
@@ -211,7 +212,9 @@ class Calibration:
         if hit is not None:
             return float(hit["step_s"]), "calibrated"
         flops = workload_flops(workload)
-        scaled = self._reshaped_seconds(workload, flops)
+        if workload.key not in self._reshaped:  # a plan asks for one workload thousands of times
+            self._reshaped[workload.key] = self._reshaped_seconds(workload, flops)
+        scaled = self._reshaped[workload.key]
         if scaled is not None:
             return scaled / stack, "calibrated"
         rate = self.peak_tflops.get("fp32" if workload.precision == "fp32" else "bf16")

@@ -134,7 +134,8 @@ def test_fine_tuning_is_priced_at_the_width_its_batches_pad_to(tmp_path, no_data
     from shared.text.widths import mean_batch_width
 
     rng = np.random.default_rng(1)
-    texts = [" ".join(["the", "film", *rng.choice(["good", "bad", "fine"], int(rng.integers(1, 40)))]) for _ in range(80)]
+    words = ["good", "bad", "fine"]
+    texts = [" ".join(["the", "film", *rng.choice(words, int(rng.integers(1, 40)))]) for _ in range(80)]
     ds = TextDataset("ragged", texts, rng.integers(0, 2, 80), ("neg", "pos"), None,
                      np.array(["train"] * 50 + ["val"] * 10 + ["test"] * 20), np.array([f"r:{i}" for i in range(80)]),
                      "test")
