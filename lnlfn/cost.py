@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -476,17 +477,22 @@ def padded_widths(data: Data, model: str, config, data_dir) -> tuple[int, int] |
         return None
     key = (data.key, str(path), data.task, config.max_length, config.batch_size)
     if key not in _WIDTHS:
-        tokenizer = load_tokenizer(path, task=data.task)
-        train_items, eval_items = run_items(data)
-        lengths = [np.array([len(f["input_ids"]) for f in finetune._encode(tokenizer, items, None,
-                                                                           config.max_length)[0]])
-                   for items in (train_items, eval_items)]
-        _WIDTHS[key] = (math.ceil(mean_batch_width(lengths[0], config.batch_size, shuffled=True)),
-                        math.ceil(mean_batch_width(np.sort(lengths[1]), finetune.EVAL_BATCH, shuffled=False)))
+        try:
+            tokenizer = load_tokenizer(path, task=data.task)
+            train_items, eval_items = run_items(data)
+            lengths = [np.array([len(f["input_ids"]) for f in finetune._encode(tokenizer, items, None,
+                                                                               config.max_length)[0]])
+                       for items in (train_items, eval_items)]
+            _WIDTHS[key] = (math.ceil(mean_batch_width(lengths[0], config.batch_size, shuffled=True)),
+                            math.ceil(mean_batch_width(np.sort(lengths[1]), finetune.EVAL_BATCH, shuffled=False)))
+        except (ConfigError, DataFormatError, OSError, ValueError) as e:  # the run will say why; the plan goes on
+            print(f"note: {model} on {data.name} is priced at max_length={config.max_length} (the worst case): its "
+                  f"sequences could not be measured ({type(e).__name__}: {e})", file=sys.stderr)
+            _WIDTHS[key] = None
     return _WIDTHS[key]
 
 
-_WIDTHS: dict[tuple, tuple[int, int]] = {}
+_WIDTHS: dict[tuple, tuple[int, int] | None] = {}
 
 
 # ------------------------------------------------------------------------------------------ helpers

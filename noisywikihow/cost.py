@@ -67,12 +67,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from shared.cost import PlannedRun, Work, batched
-from shared.errors import ConfigError, DataNotFoundError, unknown_choice
+from shared.errors import ConfigError, DataFormatError, DataNotFoundError, unknown_choice
 from shared.workloads import ProposedWorkload, planned_workload
 
 EVAL_BATCH = 512  # shared.training.predict_logits' batch: Method.evaluate, per_sample_loss, SEAL's softmax, decoupling
@@ -267,7 +268,6 @@ def plm_sizes(encoder: str, data_dir=None) -> dict:
 def plm_folder(encoder: str, data_dir=None) -> str | None:
     """The PLM's folder the runs load (``plm.model_folder``), or None where it is absent or unreadable."""
     from noisywikihow.plm import model_folder
-    from shared.errors import DataFormatError
 
     try:
         return str(model_folder(encoder, data_dir))
@@ -408,7 +408,12 @@ def plm_width(bench_key: str, encoder: str, folder: str | None, batch: int, shuf
     """The mean padded width of a PLM's batches of ``batch`` texts (``shared.text.widths``: shuffled, the training
     split's; in order, the evaluation sets'), rounded up: ``TextClassifier`` drops the columns that are padding in
     a whole batch, so a step works at its longest text, not at ``MAX_LENGTH``. None where the benchmark's texts or
-    the PLM's tokenizer (``folder``) are not at hand: the plan then prices the worst case, ``MAX_LENGTH``."""
+    the PLM's tokenizer (``folder``) are not at hand: the plan then prices the worst case, ``MAX_LENGTH``.
+
+    Approximations, each of texts of one kind: a noisy set's training batches are measured on the clean training
+    split (the real-noise sets swap some events for open-set events, also one-sentence events), and the width of
+    val + test also prices the no-grad passes over the training set (per-sample losses, SEAL's softmax) and the
+    per-source test sets (subsets of test)."""
     import numpy as np
 
     from noisywikihow.plm import MAX_LENGTH, load_tokenizer
@@ -417,11 +422,17 @@ def plm_width(bench_key: str, encoder: str, folder: str | None, batch: int, shuf
     texts = _TEXTS.get(bench_key)
     if texts is None or folder is None:
         return None
-    tokenizer = load_tokenizer(folder)
-    if shuffled:
-        return math.ceil(mean_batch_width(token_lengths(tokenizer, texts[0], MAX_LENGTH), batch, shuffled=True))
-    evaluated = [split for split in texts[1:] if len(split)]
-    widths = [mean_batch_width(token_lengths(tokenizer, split, MAX_LENGTH), batch, shuffled=False) for split in evaluated]
+    try:
+        tokenizer = load_tokenizer(folder)
+        if shuffled:
+            return math.ceil(mean_batch_width(token_lengths(tokenizer, texts[0], MAX_LENGTH), batch, shuffled=True))
+        evaluated = [split for split in texts[1:] if len(split)]
+        widths = [mean_batch_width(token_lengths(tokenizer, split, MAX_LENGTH), batch, shuffled=False)
+                  for split in evaluated]
+    except (ConfigError, DataFormatError, OSError, ValueError) as e:  # the run will say why; the plan goes on
+        print(f"note: {encoder} is priced at {MAX_LENGTH} tokens (the worst case): its texts could not be measured "
+              f"({type(e).__name__}: {e})", file=sys.stderr)
+        return None
     batches = [math.ceil(len(split) / batch) for split in evaluated]
     return math.ceil(float(np.average(widths, weights=batches))) if widths else None
 

@@ -113,7 +113,9 @@ class StackedNetwork:
         networks = list(networks)
         if not networks:
             raise ConfigError("StackedNetwork needs at least one network")
-        shapes = [[(n, tuple(t.shape)) for n, t in (*net.named_parameters(), *net.named_buffers())] for net in networks]
+        shapes = [(type(net), repr(net), [(n, tuple(t.shape), t.dtype)
+                                          for n, t in (*net.named_parameters(), *net.named_buffers())])
+                  for net in networks]
         odd = next((g for g, s in enumerate(shapes) if s != shapes[0]), None)
         if odd is not None:
             raise ConfigError(f"StackedNetwork stacks networks of one architecture; member {odd} has other parameters "

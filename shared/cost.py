@@ -214,21 +214,25 @@ class Calibration:
         flops = workload_flops(workload)
         if workload.key not in self._reshaped:  # a plan asks for one workload thousands of times
             self._reshaped[workload.key] = self._reshaped_seconds(workload, flops)
-        scaled = self._reshaped[workload.key]
-        if scaled is not None:
-            return scaled / stack, "calibrated"
+        reshaped = self._reshaped[workload.key]
+        if reshaped is not None:  # a stack's members share the dispatch, as an estimate's floor (Work.stack)
+            dispatch, arithmetic = reshaped
+            return dispatch / stack + arithmetic, "calibrated"
         rate = self.peak_tflops.get("fp32" if workload.precision == "fp32" else "bf16")
         if flops is None or not rate:
             return None, "unpriced"
         floor = (workload_ops(workload) or 0) * self.dispatch_s / stack
         return max(flops / (rate * 1e12 * utilization), floor), "estimated"
 
-    def _reshaped_seconds(self, workload, flops: float | None) -> float | None:
+    def _reshaped_seconds(self, workload, flops: float | None) -> tuple[float, float] | None:
         """A step measured at another input shape only (a text batch padded to its longest sequence, measured at
         ``max_length``): the measured time less its operators' dispatch (``dispatch_s`` each, the same operators at
         either shape), scaled by the FLOPs of the two shapes, plus the dispatch again. So the device's measured rate
         at this model and batch prices the arithmetic, and a small model's fixed per-operator cost does not shrink
-        with its input. From the measured shape nearest in FLOPs; None where none was measured."""
+        with its input. (dispatch, arithmetic) seconds, from the measured shape nearest in FLOPs; None where none
+        was measured."""
+        from shared.workloads import FLOPS_VERSION
+
         if flops is None or not flops:
             return None
         best = None
@@ -243,7 +247,8 @@ class Calibration:
                 continue
             if sibling.key != entry["key"]:
                 continue
-            other = entry.get("flops_per_step") or workload_flops(sibling)
+            counted = entry.get("flops_per_step") if entry.get("flops_version") == FLOPS_VERSION else None
+            other = counted or workload_flops(sibling)
             if not other:
                 continue
             if best is None or abs(math.log(other / flops)) < abs(math.log(best[0] / flops)):
@@ -251,7 +256,7 @@ class Calibration:
         if best is None:
             return None
         fixed = min((workload_ops(workload) or 0) * self.dispatch_s, best[1])
-        return fixed + (best[1] - fixed) * flops / best[0]
+        return fixed, (best[1] - fixed) * flops / best[0]
 
 
     def _stacked_seconds(self, workload, stack: int) -> float | None:

@@ -1255,9 +1255,11 @@ class MaskRCNNFamily(Family):
         if w.phase == "infer":
             # random weights score every class about 1/81, under the 0.05 threshold: nothing would reach the mask
             # head. Favour 5 classes (as a trained detector is confident in a few), so each proposal gives ~5 boxes
-            # above it and 100 detections per image go through the mask head and the mask pasting.
+            # above it and 100 detections per image go through the mask head and the mask pasting. With more
+            # classes than COCO's (LVIS: 1,203) the favour grows by log(K / 80), so the 5 still clear the threshold.
             with torch.no_grad():
-                model.roi_heads.box_predictor.cls_score.bias[1:6] += 3.0
+                boost = 3.0 + max(0.0, math.log((o["num_classes"] + 1) / 81))
+                model.roi_heads.box_predictor.cls_score.bias[1:6] += boost
         images, targets = sample(w.batch)
         if w.phase == "infer":
             model.eval()

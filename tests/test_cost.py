@@ -197,6 +197,11 @@ def test_a_step_measured_at_another_input_width_is_scaled_by_flops_above_its_dis
     assert cal.step_seconds(short, 0.5) == (pytest.approx(0.5 + 1.5 / 4), "calibrated")
     assert cal.step_seconds(long, 0.5) == (2.0, "calibrated")
     assert cal.step_seconds(other, 0.5) == (pytest.approx(1e12 / 0.5e12), "estimated")
+    # a member of a stack of 2 shares the dispatch, not the arithmetic (as an estimate's floor)
+    assert cal.step_seconds(short, 0.5, stack=2) == (pytest.approx(0.5 / 2 + 1.5 / 4), "calibrated")
     alone = Calibration("test-device", {"fp32": 1.0}, {long.key: entry}, dispatch_s=0.0)
     assert alone.step_seconds(short, 0.5)[0] == pytest.approx(2.0 / 4)
-    assert alone.step_seconds(short, 0.5, stack=2)[0] == pytest.approx(2.0 / 4 / 2)
+    # a count of another FLOPs version in the file is not compared with this version's: counted again
+    stale = {**entry, "flops_per_step": 1.0, "flops_version": -1}
+    assert Calibration("test-device", {"fp32": 1.0}, {long.key: stale}, dispatch_s=0.0).step_seconds(short, 0.5)[0] \
+        == pytest.approx(2.0 / 4)

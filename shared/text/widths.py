@@ -10,6 +10,10 @@ tokenizer are at hand, a plan prices the mean width these functions give; withou
   ``max_length`` as truncation caps them.
 - ``mean_batch_width``: the mean, over an epoch's batches, of the longest length in each batch: exact for
   batches taken in order (inference), and the expectation over the shuffle for training batches.
+
+A plan prices a step at the mean width. A step's cost grows a little faster than its width (attention is
+quadratic in it), so for widths that vary a lot between batches this slightly understates; for short texts the
+linear layers dominate and the difference is small.
 """
 from __future__ import annotations
 

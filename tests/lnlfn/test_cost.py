@@ -152,6 +152,18 @@ def test_fine_tuning_is_priced_at_the_width_its_batches_pad_to(tmp_path, no_data
     assert {w.workload.shape for w in bare.work} == {(32,)}
 
 
+def test_sequences_that_cannot_be_measured_are_priced_at_max_length_and_said(tmp_path, capsys):
+    from shared.text.tiny_models import write_tiny_model
+
+    folder = write_tiny_model(tmp_path / "models" / "bert-base-cased", "bert", ["the film was good ."])
+    (folder / "tokenizer.json").write_text("{")  # a damaged download: the run itself will fail on it
+    config = FinetuneConfig(lr=1e-3, epochs=1, batch_size=8, max_length=48)
+    run = cost.finetune_run(cost.data_of(toy_dataset()), cost.Labels("x"), "bert-base-cased", config, "",
+                            str(tmp_path))
+    assert {w.workload.shape for w in run.work} == {(48,)}
+    assert "priced at max_length=48 (the worst case)" in capsys.readouterr().err
+
+
 def test_the_default_precision_follows_the_planned_device(no_data):
     """bf16 "auto" (the default) is planned as the notebook would run it: bf16 with ``device: cuda``, fp32 on the
     CPU, and the CPU plan's identities are those of an explicit ``bf16=False`` (the keys before "auto")."""

@@ -338,6 +338,9 @@ def test_only_networks_of_one_architecture_stack():
 
     with pytest.raises(ConfigError, match="member 1 has other parameters"):
         StackedNetwork([nn.Linear(4, 2), nn.Linear(4, 3)])
+    with pytest.raises(ConfigError, match="member 1 has other parameters"):  # the same tensors, another network
+        StackedNetwork([nn.Sequential(nn.Linear(4, 2), nn.ReLU()), nn.Sequential(nn.Linear(4, 2), nn.Tanh())])
+    assert len(StackedNetwork([nn.Linear(4, 2), nn.Linear(4, 2)]).params) == 2  # weight and bias, stacked
     with pytest.raises(ConfigError, match="at least one network"):
         StackedNetwork([])
 
