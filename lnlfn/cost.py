@@ -28,7 +28,8 @@ Sizes come from the loaders when the data is there, else from the dataset regist
 sizes of each full release), so the full profile is planned without its data. Every benchmark and model of the
 settings is planned as present (the notebooks skip absent ones, with the reason). Steps follow the code: a
 fine-tuning run takes ``epochs * ceil(sequences / batch_size)`` optimizer steps (no drop_last; sequences are
-TweetNLP's tweets, the token task's inputs) and ``ceil(sequences / 64)`` inference batches; an MLP head ``epochs * ceil(rows / batch_size)`` steps; MiniLM encodes distinct
+TweetNLP's tweets, the token task's inputs) and ``ceil(sequences / 64)`` inference batches; an MLP head
+``epochs * ceil(rows / batch_size)`` steps; MiniLM encodes distinct
 texts in chunks of 1,024, batches of 64.
 
 Workloads (``shared.workloads``): ``text_encoder`` with the model's architecture (``text_arch``: the settings'
@@ -36,7 +37,8 @@ hub names, e.g. microsoft/deberta-v3-base -> deberta-v3-base), shape ``(width,)`
 to where the data and the model folder are at hand (``padded_widths``), else ``max_length``, the worst case; task
 ``token`` (TweetNLP, 12 universal tags) or ``sequence`` and the dataset's classes, bf16 where the config's ``bf16``
 resolves to it on the planned device (``"auto"``, the default: on CUDA; ``params["device"]``, "auto" meaning this
-machine's), else fp32; MiniLM's embeddings as ``text_encoder`` task ``embed`` at its ``max_seq_length``; an MLP head as ``tabular_mlp`` (one hidden
+machine's), else fp32; MiniLM's embeddings as ``text_encoder`` task ``embed`` at its ``max_seq_length``; an MLP
+head as ``tabular_mlp`` (one hidden
 layer, Adam) on the 384-d embeddings. Logistic-regression heads are scikit-learn fits: counted, not priced. Where
 the model folder the run loads is present (``resolve_model_dir(model, data_dir)``, as ``finetune_probs``) and is not
 the checkpoint's size (the rehearsals' tiny random stand-ins), the workload carries its sizes (``model_sizes``:
