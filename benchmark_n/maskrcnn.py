@@ -46,6 +46,12 @@ whole forward would decode boxes in bf16 (torchvision's ``BoxCoder.decode`` cast
 bf16 has 8 significant bits, so a coordinate of 512-1024 px moves in steps of 4 px). Weights, gradients and SGD's
 state stay fp32; bf16 has fp32's exponent range, so no GradScaler. The detections are float32 as in fp32 runs. A bf16
 run is keyed apart from the fp32 one (``key_hparams``).
+
+Reproducibility. Training is seeded (``seed_everything``: deterministic algorithms where they exist), and on the CPU
+the same seed gives the same bytes. On CUDA the forward runs with deterministic mode lifted
+(``shared.seeding.nondeterministic_kernels``): under it torchvision's ``roi_align`` falls back to a pure-Python
+implementation that needed a 44 GiB tensor for one COCO image's mask targets on an H200. Its CUDA kernel, the one
+MMDetection trains with, accumulates its gradient with atomics, so two CUDA runs agree up to float rounding.
 """
 from __future__ import annotations
 
@@ -69,7 +75,7 @@ from benchmark_n.tiny_seg import LOSSES, pixel_loss
 from shared.device import device_type, select_device
 from shared.errors import ConfigError, DataFormatError, DataNotFoundError
 from shared.progress import progress
-from shared.seeding import seed_everything
+from shared.seeding import nondeterministic_kernels, seed_everything
 from shared.training import as_float32, autocast_forward
 
 #: hyperparameters of ``fit_predict``: mmdet's ``mask-rcnn_r50_fpn_1x_coco`` (lr None: 0.02 * batch_size / 16)
@@ -344,7 +350,7 @@ def instance_losses(model: MaskRCNN, dataset: TrainImages, epoch: int, device, b
     the losses are computed in fp32 either way)."""
     model.eval()
     heads, rows = model.roi_heads, []
-    with mixed_precision(model, precision, device):
+    with mixed_precision(model, precision, device), nondeterministic_kernels(device):
         for start in range(0, len(dataset), batch_size):
             indices = range(start, min(start + batch_size, len(dataset)))
             images, targets = _collate([dataset[(i, False)] for i in indices])
@@ -382,7 +388,7 @@ def predict(model: MaskRCNN, data, category_ids: list[int], device, batch_size: 
     entries, found = data.dataset["images"], []
     for start in range(0, len(entries), batch_size):
         chunk = entries[start:start + batch_size]
-        with mixed_precision(model, precision, device):
+        with mixed_precision(model, precision, device), nondeterministic_kernels(device):
             outs = model([_tensor(data.image(e["id"], required=True)).to(device) for e in chunk])
         for entry, out in zip(chunk, outs):
             out = as_float32(out)  # already float32 (the postprocessing runs outside autocast); a cheap guarantee
@@ -432,7 +438,9 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_lo
                     group["lr"] = lr
                 # bf16 needs no GradScaler: it has fp32's exponent range, so small gradients do not underflow (fp16
                 # would need one); the weights, their gradients and SGD's momentum stay fp32
-                with mixed_precision(model, precision, device), \
+                # on CUDA torchvision's roi_align kernel, not its deterministic pure-Python stand-in, which needs
+                # tens of GiB per COCO image (shared.seeding.nondeterministic_kernels)
+                with mixed_precision(model, precision, device), nondeterministic_kernels(device), \
                         box_classification_loss(hp["loss"], hp["sce_alpha"], hp["sce_beta"]):
                     parts = model([im.to(device, non_blocking=cuda) for im in images],
                                   [{k: v.to(device, non_blocking=cuda) for k, v in t.items()} for t in targets])

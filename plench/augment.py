@@ -2,9 +2,10 @@
 
 A view maps a uint8 image batch (B, H, W, C) (numpy or torch, any device) to a normalised float tensor
 (B, C, H, W) on the same device. Random parameters come from an optional CPU ``torch.Generator``, so a
-seeded generator gives the same views on every run and device. The strong and distill views loop over the
-images (per-image random ops, as PLENCH's PIL pipeline): run them with ``torch.set_num_threads(1)`` or in
-DataLoader workers, since intra-op threads on such small tensors only add overhead.
+seeded generator gives the same views on every run and device. Each image gets its own random ops (as PLENCH's
+PIL pipeline), but the work is batched: the resized crops are one gather for the batch, and each RandAugment op runs
+once on the images that drew it (``BATCHED_OPS``), so a GPU launches a few hundred kernels a batch, not one set per
+image. ``rand_augment_per_image`` is the image-by-image reference they are tested against.
 
 * CIFAR recipe (PLENCH ``data/datasets.py``; mean (0.4922, 0.4832, 0.4486), std (0.2456, 0.2419, 0.2605)):
   ``original`` normalise only; ``weak`` horizontal flip + random crop with 4 px zero padding; ``strong``
@@ -24,6 +25,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torchvision.transforms.functional import _get_inverse_affine_matrix as _inverse_affine
 from torchvision.transforms.v2 import InterpolationMode
 from torchvision.transforms.v2 import functional as TF
 
@@ -110,11 +112,52 @@ def _resized_crop_box(H: int, W: int, u: torch.Tensor, scale=(0.2, 1.0), ratio=(
 
 
 def random_resized_crop(images: torch.Tensor, size: int, generator=None) -> torch.Tensor:
-    """uint8 (B, C, H, W) -> (B, C, size, size): a random box (area 20-100 %, aspect 3/4-4/3), bilinear resize."""
+    """uint8 (B, C, H, W) -> (B, C, size, size): a random box (area 20-100 %, aspect 3/4-4/3), bilinear resize.
+
+    Every box at most ``size`` on a side (always so when ``size`` is the images' own, as in the CIFAR views) is
+    resized for the whole batch at once (``_crop_upsample``); otherwise each image goes through torchvision's
+    antialiased ``resized_crop`` on its own."""
     B, _, H, W = images.shape
     u = torch.rand(B, 10, 4, generator=generator)
-    return torch.stack([TF.resized_crop(img, *_resized_crop_box(H, W, u[b]), size=[size, size], antialias=True)
-                        for b, img in enumerate(images)])
+    boxes = [_resized_crop_box(H, W, u[b]) for b in range(B)]
+    if all(h <= size and w <= size for _, _, h, w in boxes):
+        return _crop_upsample(images, boxes, size)
+    return torch.stack([TF.resized_crop(img, *box, size=[size, size], antialias=True)
+                        for img, box in zip(images, boxes)])
+
+
+def _source_index(start: torch.Tensor, length: torch.Tensor, size: int):
+    """For output pixels 0..size-1 of boxes (start, length) (B,) each: the two source pixels and the second's weight,
+    (B, size) each, as bilinear upsampling with ``align_corners=False`` (``torch.nn.functional.interpolate``)."""
+    out = torch.arange(size, device=start.device, dtype=torch.float32)
+    src = ((out[None] + 0.5) * (length[:, None].float() / size) - 0.5).clamp_(min=0)
+    low = src.floor()
+    weight = src - low
+    low = low.long()
+    high = torch.minimum(low + 1, length[:, None] - 1)
+    return start[:, None] + low, start[:, None] + high, weight
+
+
+def _crop_upsample(images: torch.Tensor, boxes, size: int) -> torch.Tensor:
+    """uint8 (B, C, H, W) and one box (top, left, height, width) per image, each at most ``size`` on a side ->
+    uint8 (B, C, size, size): each box bilinearly upsampled, rounded to the nearest integer.
+
+    Why not one ``resized_crop`` per image: on a GPU each call dispatches about ten kernels for a 32 x 32 image, so
+    a batch of 256 spent its time launching them. Upsampling needs no antialiasing filter (it only widens
+    downsampling's), so this equals torchvision's result up to float rounding: its CUDA path (float, then rounded)
+    to within 1e-4 before rounding, its CPU path (a fixed-point uint8 kernel) to within one grey level."""
+    device = images.device
+    box = torch.tensor(boxes, dtype=torch.long).to(device)  # (B, 4)
+    y0, y1, wy = _source_index(box[:, 0], box[:, 2], size)  # (B, size)
+    x0, x1, wx = _source_index(box[:, 1], box[:, 3], size)
+    batch = torch.arange(len(images), device=device)[:, None, None, None]
+    channels = torch.arange(images.shape[1], device=device)[None, :, None, None]
+    rows = lambda r: r[:, None, :, None]  # noqa: E731  (B, 1, size, 1)
+    cols = lambda c: c[:, None, None, :]  # noqa: E731  (B, 1, 1, size)
+    x = images.float()
+    top = x[batch, channels, rows(y0), cols(x0)] * (1 - cols(wx)) + x[batch, channels, rows(y0), cols(x1)] * cols(wx)
+    bottom = x[batch, channels, rows(y1), cols(x0)] * (1 - cols(wx)) + x[batch, channels, rows(y1), cols(x1)] * cols(wx)
+    return (top * (1 - rows(wy)) + bottom * rows(wy)).round_().clamp_(0, 255).to(torch.uint8)
 
 
 # ------------------------------------------------------------------------------------------ RandAugment
@@ -147,9 +190,157 @@ RANDAUGMENT_OPS = (
 )
 
 
+# ------------------------------------------------------------------------------------------ RandAugment, batched
+# The ops of RANDAUGMENT_OPS on a uint8 batch (n, C, H, W), each image with its own magnitude v (n,) float64 (on the
+# CPU): torchvision's formulas (transforms.v2.functional) with a per-image factor where those take one scalar.
+def _per_image(v: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+    return v.view(-1, 1, 1, 1).to(device=images.device, dtype=torch.float32)
+
+
+def _blend(images: torch.Tensor, degenerate: torch.Tensor, ratio: torch.Tensor) -> torch.Tensor:
+    """``ratio`` x image + (1 - ratio) x degenerate, clamped and truncated to uint8 (torchvision's ``_blend``)."""
+    mixed = images.mul(_per_image(ratio, images)).add_(degenerate * _per_image(1.0 - ratio, images))
+    return mixed.clamp_(0, 255).to(torch.uint8)
+
+
+def _grey(images: torch.Tensor) -> torch.Tensor:
+    """The floored luma (n, 1, H, W) float of RGB images, as torchvision's saturation and contrast take it."""
+    r, g, b = images.float().unbind(1)
+    return r.mul(0.2989).add_(g, alpha=0.587).add_(b, alpha=0.114).unsqueeze(1).floor_()
+
+
+def _saturation(images, v):
+    return images if images.shape[1] == 1 else _blend(images, _grey(images), v)
+
+
+def _contrast(images, v):
+    grey = _grey(images) if images.shape[1] == 3 else images.float()
+    return _blend(images, grey.mean(dim=(-3, -2, -1), keepdim=True), v)
+
+
+def _sharpness(images, v):
+    n, C, H, W = images.shape
+    if H <= 2 or W <= 2:
+        return images
+    kernel = torch.full((3, 3), 1.0 / 13.0, device=images.device)
+    kernel[1, 1] = 5.0 / 13.0
+    out = images.float()
+    blurred = torch.nn.functional.conv2d(out, kernel.expand(C, 1, 3, 3), groups=C).round_()
+    inner = out[..., 1:-1, 1:-1]  # the border keeps its pixels, as torchvision's
+    inner.add_(blurred.sub_(inner).mul_(_per_image(1.0 - v, images)))
+    return out.clamp_(0, 255).to(torch.uint8)
+
+
+def _posterize(images, v):
+    out = images.clone()
+    bits = v.long().clamp(min=1)  # max(1, int(v)): v >= 0
+    for b in bits.unique().tolist():
+        chosen = (bits == b).nonzero().flatten().to(images.device)
+        out[chosen] = TF.posterize(images[chosen], b)
+    return out
+
+
+def _solarize(images, v):
+    # an integer pixel is >= v exactly when it is >= ceil(v); v > 255 inverts nothing
+    threshold = v.ceil().long().view(-1, 1, 1, 1).to(images.device)
+    return torch.where(images >= threshold, images.bitwise_not(), images)
+
+
+def _warp(images: torch.Tensor, matrices: list) -> torch.Tensor:
+    """Nearest-neighbour warp with zero fill of each image by its inverse affine matrix (6 floats, torchvision's
+    ``_get_inverse_affine_matrix``): torchvision's ``affine``/``rotate`` grid, built for the whole batch."""
+    n, C, H, W = images.shape
+    device = images.device
+    theta = torch.tensor(matrices, dtype=torch.float32).view(n, 2, 3).to(device)
+    base = torch.empty(1, H, W, 3, device=device)
+    base[..., 0].copy_(torch.linspace((1.0 - W) * 0.5, (W - 1.0) * 0.5, steps=W, device=device))
+    base[..., 1].copy_(torch.linspace((1.0 - H) * 0.5, (H - 1.0) * 0.5, steps=H, device=device).unsqueeze_(-1))
+    base[..., 2].fill_(1)
+    scaled = theta.transpose(1, 2).div_(torch.tensor([0.5 * W, 0.5 * H], device=device))
+    grid = base.view(1, H * W, 3).expand(n, -1, -1).bmm(scaled).view(n, H, W, 2)
+    out = torch.nn.functional.grid_sample(images.float(), grid, mode="nearest", padding_mode="zeros",
+                                          align_corners=False)
+    return out.round_().to(torch.uint8)
+
+
+def _rotate(images, v):
+    return _warp(images, [_inverse_affine([0.0, 0.0], -(a % 360), [0.0, 0.0], 1.0, [0.0, 0.0]) for a in v.tolist()])
+
+
+def _shear_batch(axis: int):
+    def shear(images, v):
+        H, W = images.shape[-2:]
+        centre = [-0.5 * W, -0.5 * H]  # TF.affine's center=[0, 0], in its centred coordinates
+        return _warp(images, [_inverse_affine(centre, 0.0, [0.0, 0.0], 1.0,
+                                              [math.degrees(math.atan(s)), 0.0] if axis == 0 else
+                                              [0.0, math.degrees(math.atan(s))]) for s in v.tolist()])
+    return shear
+
+
+def _translate_batch(axis: int):
+    def translate(images, v):
+        H, W = images.shape[-2:]
+        return _warp(images, [_inverse_affine([0.0, 0.0], 0.0, [t * W, 0.0] if axis == 0 else [0.0, t * H], 1.0,
+                                              [0.0, 0.0]) for t in v.tolist()])
+    return translate
+
+
+#: RANDAUGMENT_OPS batched, in the same order
+BATCHED_OPS = (
+    lambda images, v: TF.autocontrast(images),
+    lambda images, v: images.mul(_per_image(v, images)).clamp_(0, 255).to(torch.uint8),  # brightness
+    _saturation,
+    _contrast,
+    lambda images, v: TF.equalize(images),
+    lambda images, v: images,
+    _posterize,
+    _rotate,
+    _sharpness,
+    _shear_batch(0),
+    _shear_batch(1),
+    _solarize,
+    _translate_batch(0),
+    _translate_batch(1),
+)
+
+
 def rand_augment(images: torch.Tensor, n_ops: int = 3, generator=None) -> torch.Tensor:
     """uint8 (B, C, H, W): ``n_ops`` ops per image drawn with replacement, uniform magnitudes, then PIL-style
-    CutoutAbs: a square of side U(0, 0.5) x W around a uniform point, filled with (125, 123, 114)."""
+    CutoutAbs: a square of side U(0, 0.5) x W around a uniform point, filled with (125, 123, 114).
+
+    Batched: for each of the ``n_ops`` slots, every op is applied once to the images that drew it, with their own
+    magnitudes (``BATCHED_OPS``). Why: one image at a time (``rand_augment_per_image``) a batch of 256 dispatched
+    ~15,000 tiny kernels; on an H200 that made a Plench strong-view step 0.36 s against 0.03 s for the weak view
+    (``shared.gpu_check``, 2026-11-30), most of the image grid's hours. The draws are the per-image version's, so
+    the images are the same up to float rounding (one grey level where a blend lands on a .5)."""
+    B, C, H, W = images.shape
+    ops = torch.randint(len(RANDAUGMENT_OPS), (B, n_ops), generator=generator)
+    magnitudes = torch.rand(B, n_ops, generator=generator).double()
+    holes = torch.rand(B, 3, generator=generator)
+    out = images.clone()
+    for slot in range(n_ops):
+        for k in ops[:, slot].unique().tolist():
+            chosen = (ops[:, slot] == k).nonzero().flatten()
+            _, low, high = RANDAUGMENT_OPS[k]
+            index = chosen.to(images.device)
+            out[index] = BATCHED_OPS[k](out[index], low + (high - low) * magnitudes[chosen, slot])
+    side_u, x_u, y_u = holes.double().unbind(1)
+    side = 0.5 * side_u * W
+    # PIL's rectangle includes both corners: pixels x0 .. floor(x0 + side); int() of a non-negative value is floor
+    x0, y0 = (x_u * W - side / 2).clamp(min=0).floor(), (y_u * H - side / 2).clamp(min=0).floor()
+    x1, y1 = (x0 + side).floor().add(1).clamp(max=W), (y0 + side).floor().add(1).clamp(max=H)
+    box = torch.stack([x0, y0, x1, y1, side], 1).to(images.device)
+    ys = torch.arange(H, device=images.device).view(1, H, 1)
+    xs = torch.arange(W, device=images.device).view(1, 1, W)
+    col = lambda i: box[:, i].view(-1, 1, 1)  # noqa: E731
+    hole = (ys >= col(1)) & (ys < col(3)) & (xs >= col(0)) & (xs < col(2)) & (col(4) > 0)
+    fill = images.new_tensor(RANDAUGMENT_CUTOUT_FILL[:C]).view(1, C, 1, 1)
+    return torch.where(hole[:, None], fill, out)
+
+
+def rand_augment_per_image(images: torch.Tensor, n_ops: int = 3, generator=None) -> torch.Tensor:
+    """``rand_augment`` one image at a time with torchvision's own ops (the reference the batched version is tested
+    against; the same random draws give the same images, up to float rounding)."""
     B, C, H, W = images.shape
     ops = torch.randint(len(RANDAUGMENT_OPS), (B, n_ops), generator=generator).tolist()
     magnitudes = torch.rand(B, n_ops, generator=generator).tolist()

@@ -100,6 +100,19 @@ class StackedMLP:
         return lambda x: nn.functional.linear(torch.relu(nn.functional.linear(x.flatten(1), w1, b1)), w2, b2)
 
 
+def _normalise_in_statistics_dtype(module: nn.Module, args: tuple) -> tuple | None:
+    """A BatchNorm's input cast to its running statistics' dtype (fp32) when they differ (bf16 convolutions under
+    autocast). Why: alone, cuDNN's batch norm takes a bf16 input with fp32 statistics; under ``vmap`` the batched
+    rule does not, and CUDA stops with "Expected running_mean to have type BFloat16 but got Float" (an H200,
+    2026-11-30; the CPU kernel accepts the mix, so CPU tests cannot see it). The normalisation then runs in fp32, as
+    cuDNN's does inside; its output stays fp32 until the next layer's autocast rounds it to bf16."""
+    x = args[0]
+    stats = module.running_mean if module.running_mean is not None else module.weight
+    if stats is None or x.dtype == stats.dtype or not x.is_floating_point():
+        return None
+    return (x.to(stats.dtype), *args[1:])
+
+
 class StackedNetwork:
     """G networks of one architecture as one ``torch.func`` model: ``params`` (stacked leaf tensors, (G, ...) each,
     in ``named_parameters`` order) and stacked buffers (BatchNorm's running statistics and counters).
@@ -126,6 +139,9 @@ class StackedNetwork:
         # the members' common structure, holding no tensors of its own (functional_call supplies them)
         self.base = copy.deepcopy(networks[0]).to("meta")
         self.base.train()
+        for module in self.base.modules():
+            if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                module.register_forward_pre_hook(_normalise_in_statistics_dtype)
 
     def train(self) -> StackedNetwork:
         self.base.train()

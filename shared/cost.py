@@ -1,7 +1,7 @@
 """What a batch of notebooks costs, before it runs: runs, steps, examples, FLOPs and hours per notebook and paper.
 
     python -m shared.cost [PAPER ...] --profile full|rehearsal|smoke [-f params.yaml] [-p NAME VALUE] [--only STEM]
-                          [--device nvidia-h100] [--utilization 0.35] [--json PATH] [--against MANIFEST]
+                          [--device SLUG] [--utilization 0.35] [--json PATH] [--against MANIFEST]
 
 **Plans come from the notebooks' own code.** Each paper declares ``plan(notebook, cfg, params)`` in
 ``<paper>/cost.py`` (like ``<paper>/requirements.py`` for the preflight): it returns the ``PlannedRun`` of every
@@ -225,24 +225,26 @@ class Calibration:
         return max(flops / (rate * 1e12 * utilization), floor), "estimated"
 
     def _reshaped_seconds(self, workload, flops: float | None) -> tuple[float, float] | None:
-        """A step measured at another input shape only (a text batch padded to its longest sequence, measured at
-        ``max_length``): the measured time less its operators' dispatch (``dispatch_s`` each, the same operators at
+        """A step measured at another input shape or batch size only (a text batch padded to its longest sequence,
+        measured at ``max_length``; a Plench run at batch 64, measured at 256): the measured time less its operators' dispatch (``dispatch_s`` each, the same operators at
         either shape), scaled by the FLOPs of the two shapes, plus the dispatch again. So the device's measured rate
         at this model and batch prices the arithmetic, and a small model's fixed per-operator cost does not shrink
         with its input. (dispatch, arithmetic) seconds, from the measured shape nearest in FLOPs; None where none
-        was measured."""
+        was measured. The dispatch is the one PyTorch reports for the step's operators; work the counter does not see
+        (a batch's augmentations on the device) scales with the arithmetic, a small under-estimate at smaller
+        batches."""
         from shared.workloads import FLOPS_VERSION
 
         if flops is None or not flops:
             return None
         best = None
         for entry in self.measured.values():
-            shape = entry.get("shape")
+            shape, batch = entry.get("shape"), int(entry.get("batch", workload.batch))
             if (entry.get("family") != workload.family or entry.get("arch") != workload.arch or shape is None
-                    or tuple(shape) == tuple(workload.shape)):
+                    or (tuple(shape), batch) == (tuple(workload.shape), workload.batch)):
                 continue
             try:
-                sibling = workload.replace(shape=tuple(shape))
+                sibling = workload.replace(shape=tuple(shape), batch=batch)
             except Exception:  # noqa: BLE001  a shape this workload cannot take is no sibling
                 continue
             if sibling.key != entry["key"]:
@@ -539,8 +541,9 @@ def parse_args(argv=None):
     parser.add_argument("-f", "--file", action="append", default=[], help="YAML parameter file (repeatable)")
     parser.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     parser.add_argument("--only", action="append", default=[], help="notebook stem pattern (repeatable)")
-    parser.add_argument("--device", default=None, help="calibration to price on (default: nvidia-h100 for the full "
-                        "profile, the committed CPU calibration otherwise; cpu names that one)")
+    parser.add_argument("--device", default=None, help="calibration to price on (default for the full profile: a "
+                        "measured GPU calibration, nvidia-h100's first, else nvidia-h100's data sheet; the committed "
+                        "CPU calibration otherwise; cpu names that one)")
     parser.add_argument("--utilization", type=float, default=DEFAULT_UTILIZATION,
                         help="share of peak assumed for workloads the device has not measured")
     parser.add_argument("--json", help="also write the rows as JSON here")
@@ -560,7 +563,7 @@ def main(argv=None) -> int:
             passthrough += ["-p", name, value]
         for pattern in args.only:
             passthrough += ["--only", pattern]
-        device = args.device or ("nvidia-h100" if args.profile == "full" else default_cpu_device())
+        device = args.device or (default_gpu_device() if args.profile == "full" else default_cpu_device())
         if device == "cpu":  # the committed CPU calibration, whatever its slug says of the machine
             device = default_cpu_device()
         passthrough = on_device(passthrough, device)
@@ -598,6 +601,18 @@ def passthrough_for(paper: str, passthrough: list[str]) -> list[str]:
     """The command-line arguments for one paper: ``passthrough`` without the other papers' names."""
     papers = set(_papers())
     return [paper, *(a for a in passthrough if a not in papers)]
+
+
+#: the GPU a reader would rent, priced from its data sheet where no calibration was measured on it
+DEFAULT_GPU = "nvidia-h100"
+
+
+def default_gpu_device(directory: Path = CALIBRATION_DIR) -> str:
+    """The GPU the full profile is priced on: ``DEFAULT_GPU`` if it has a measured calibration, else the first GPU
+    that has one (an H200's measurements beat an H100's data sheet: same tensor cores, and what the project really
+    does on them), else ``DEFAULT_GPU`` from its data sheet (labelled an estimate)."""
+    measured = sorted(p.stem for p in directory.glob("*.yaml") if is_gpu(p.stem))
+    return DEFAULT_GPU if DEFAULT_GPU in measured or not measured else measured[0]
 
 
 def default_cpu_device() -> str:

@@ -1,8 +1,8 @@
 """The book's "What a full run costs" page and the cost line of every page's Reproduce box, from one pricing.
 
 Both come from ``full_profile_costs``: every notebook of the five papers planned in the full profile
-(``shared.cost``), priced on the device a reader would rent (an H100 by default: a calibration file measured
-there when the project has one, else FLOPs at a stated share of its bf16 peak, labelled as an estimate) beside the
+(``shared.cost``), priced on the device a reader would rent (a GPU the project has a calibration file measured on, else an H100's
+FLOPs at a stated share of its bf16 peak, labelled as an estimate) beside the
 FLOP bound (the same FLOPs at the full bf16 peak) and the compute the paper itself reports (``compute:`` in its
 ``items.yaml``). The page names the largest cost centres (the kinds of run that take the most hours).
 """
@@ -18,14 +18,12 @@ from shared.cost import (
     Calibration,
     Priced,
     batch_jobs,
+    default_gpu_device,
     on_device,
     flop_bound_hours,
     plan_batch,
     price,
 )
-
-DEVICE = "nvidia-h100"
-
 
 @dataclass
 class FullProfileCosts:
@@ -46,8 +44,10 @@ class FullProfileCosts:
         return bool(self.calibration.measured)
 
 
-def full_profile_costs(device: str = DEVICE, utilization: float = DEFAULT_UTILIZATION) -> FullProfileCosts:
-    """Plan and price every paper's full profile (``profiles.yaml``'s full settings) on ``device``."""
+def full_profile_costs(device: str | None = None, utilization: float = DEFAULT_UTILIZATION) -> FullProfileCosts:
+    """Plan and price every paper's full profile (``profiles.yaml``'s full settings) on ``device`` (default:
+    ``shared.cost.default_gpu_device``, a measured GPU calibration where the project has one)."""
+    device = device or default_gpu_device()
     calibration = Calibration.load(device)
     plans = plan_batch(batch_jobs(on_device([], device), "full"), "full")
     return FullProfileCosts(calibration, price(plans, calibration, utilization=utilization), utilization)
@@ -72,9 +72,12 @@ def flops_text(flops: float) -> str:
 
 
 def how_priced(costs: FullProfileCosts) -> str:
-    if costs.calibrated:
-        return f"measured on an {costs.calibration.slug} ({costs.calibration.source})"
     cal = costs.calibration
+    if costs.calibrated:
+        return (f"measured on an {cal.slug} (`{cal.source}`, `python -m shared.gpu_check`): each kind of step at "
+                f"its own measured time; a kind measured at another batch or width from that measurement; the rest "
+                f"estimated from FLOPs at {costs.utilization:.0%} of its bf16 peak, never below its operators at the "
+                f"measured {cal.dispatch_s * 1e6:.3g} µs each (the per-notebook table shows how much is estimated)")
     dispatch = ("as measured there" if cal.dispatch_source == "measured" else
                 "an assumption: PyTorch's host time to dispatch and launch an operator, until one is measured")
     return (f"estimated: FLOPs at {costs.utilization:.0%} of an {cal.slug}'s bf16 peak "

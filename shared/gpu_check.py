@@ -435,6 +435,13 @@ def _last_line(exc: BaseException) -> str:
     return text[-1][:300] if text else type(exc).__name__
 
 
+def _where(exc: BaseException, frames: int = 6) -> str:
+    """The innermost ``frames`` frames of ``exc``'s traceback, one ``file:line in function`` each: a device run is
+    short and rare, so a failure carries where it happened into the log (the file keeps only the last line)."""
+    stack = traceback.extract_tb(exc.__traceback__)[-frames:]
+    return " <- ".join(f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in reversed(stack))
+
+
 def measure(w: Workload, device, *, slice_end: float, deadline: float, first_step_s: float | None,
             max_steps: int = MAX_TIMED_STEPS, first_end: float | None = None) -> dict:
     """Build ``w``'s step and time it until ``slice_end`` (or ``max_steps`` timed steps): warm-up steps first (one,
@@ -812,6 +819,7 @@ def run_cuda_paths(device, deadline: float | None = None, *, allow_cpu: bool = F
             results[name] = {"status": "ok", "what": what, "detail": detail}
         except Exception as exc:  # noqa: BLE001  every failure is the result being reported, with its last line
             results[name] = {"status": "failed", "what": what, "error": _last_line(exc)}
+            log(f"  cuda path {name}: failed at {_where(exc)}")
             _free(device)
         results[name]["seconds"] = round(time.perf_counter() - start, 2)
         log(f"  cuda path {name}: {results[name]['status']} "
@@ -999,6 +1007,7 @@ def main(argv=None) -> int:
             except Exception as exc:  # noqa: BLE001  a failing workload is recorded and the others still run
                 kind = "out of memory: " if type(exc).__name__ == "OutOfMemoryError" else ""
                 entry["skipped"] = f"failed: {kind}{_last_line(exc)}"
+                log(f"{prefix}: failed at {_where(exc)}")
                 _free(device)
             if fl is not None:
                 entry["flops_per_step"] = fl

@@ -5,9 +5,11 @@ an item's randomness is the same whatever order or subset of items is processed.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -34,21 +36,46 @@ def seed_everything(seed: int, *, deterministic: bool = True) -> None:
         torch.backends.cudnn.benchmark = False
 
 
-def _deterministic_algorithms() -> None:
-    """``torch.use_deterministic_algorithms(True, warn_only=True)`` without importing ``torch._inductor`` (2-4 s in
-    every process, for torch.compile's kernels, which this project does not use): the flag the eager kernels read is
-    set as that function sets it, and inductor's own flag too where inductor is loaded already."""
+def _deterministic_algorithms(enabled: bool = True, warn_only: bool = True) -> None:
+    """``torch.use_deterministic_algorithms(enabled, warn_only=warn_only)`` without importing ``torch._inductor``
+    (2-4 s in every process, for torch.compile's kernels, which this project does not use): the flag the eager kernels
+    read is set as that function sets it, and inductor's own flag too where inductor is loaded already."""
     import sys
 
     import torch
 
     setter = getattr(torch._C, "_set_deterministic_algorithms", None)
     if setter is None:  # a torch without the private setter: the public call, import and all
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
         return
-    setter(True, warn_only=True)
+    setter(enabled, warn_only=warn_only)
     if "torch._inductor.config" in sys.modules:
-        sys.modules["torch._inductor.config"].deterministic = True
+        sys.modules["torch._inductor.config"].deterministic = enabled
+
+
+@contextlib.contextmanager
+def nondeterministic_kernels(device) -> Iterator[None]:
+    """Within the block, on an accelerator (CUDA, MPS, XPU), PyTorch's deterministic mode is off (restored on
+    exit, warn-only flag included); on the CPU nothing changes.
+
+    Why: under deterministic mode torchvision's ``roi_align`` on an accelerator falls back to its pure-Python
+    implementation, whose eager form materialises every sampling point: Mask R-CNN's mask targets for one COCO image
+    (800 x 1333) asked for a single 44 GiB tensor on an H200 (``shared.gpu_check``, 2026-11-30), and inference ran 3 s
+    a batch of 16. Its CUDA kernel is the one MMDetection and torchvision train with; its backward adds with atomics,
+    so accelerator runs of a detector are reproducible up to float rounding, not bit for bit. CPU runs stay exact.
+    """
+    import torch
+
+    kind = torch.device(device).type
+    if kind not in ("cuda", "mps", "xpu") or not torch.are_deterministic_algorithms_enabled():
+        yield
+        return
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    _deterministic_algorithms(False)
+    try:
+        yield
+    finally:
+        _deterministic_algorithms(True, warn_only=warn_only)
 
 
 def item_seed(*parts) -> int:

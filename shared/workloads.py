@@ -952,6 +952,10 @@ class TextEncoder(Family):
         o = w.opts
         with torch.device(device):
             model = text_model(w.arch, o["task"], o["num_labels"], {k: o[k] for k in TEXT_SIZE_OPTIONS})
+        # XLNet makes its attention weights with the legacy ``torch.FloatTensor(...)``, which ignores the device
+        # context: they stayed on the CPU (an H200's "mat2 is on cpu" at the first step). The project loads models on
+        # the CPU and moves them; so does this.
+        model.to(device)
         config = model.config
         L, task, K = w.shape[0], o["task"], o["num_labels"]
         gen = torch.Generator().manual_seed(0)
@@ -1170,7 +1174,8 @@ class MaskRCNNFamily(Family):
     check, SGD (momentum 0.9, weight decay 1e-4), in fp32 or bf16 (autocast on CUDA around the forward, no
     GradScaler; the project autocasts the networks alone and keeps the box geometry between them in fp32, a
     difference of a few cheap elementwise ops). Each image carries ``instances`` synthetic objects (COCO
-    averages 7.3), a box and a filled mask each. Infer: eval mode, the class head biased towards 5 classes so that
+    averages 7.3), a box and a filled mask each. On CUDA the forward runs with deterministic mode off, as the project's
+    (``shared.seeding.nondeterministic_kernels``: torchvision's roi_align kernel, not its pure-Python stand-in). Infer: eval mode, the class head biased towards 5 classes so that
     100 detections per image pass the 0.05 threshold and reach the mask head as a trained model's would (random
     weights score every class about 1/81), masks thresholded at 0.5 and copied to the CPU.
     """
@@ -1214,6 +1219,8 @@ class MaskRCNNFamily(Family):
         return logits, heads.mask_predictor(heads.mask_head(heads.mask_roi_pool(features, boxes, images.image_sizes)))
 
     def build(self, w: Workload, device) -> Step:
+        from shared.seeding import nondeterministic_kernels
+
         torch = _torch()
         _seed()
         o = w.opts
@@ -1245,10 +1252,10 @@ class MaskRCNNFamily(Family):
         def compute_on(images, targets):
             if w.phase == "infer":
                 model.eval()
-                with torch.no_grad(), _autocast(device, w.precision):
+                with torch.no_grad(), _autocast(device, w.precision), nondeterministic_kernels(device):
                     return self.own_box_heads(model, images, targets) if o["own_boxes"] else model(images)
             model.train()
-            with _autocast(device, w.precision):
+            with _autocast(device, w.precision), nondeterministic_kernels(device):
                 parts = model(images, targets)
             sum(parts.values()).backward()
 
@@ -1266,21 +1273,24 @@ class MaskRCNNFamily(Family):
 
             def infer():
                 if o["own_boxes"]:  # the per-instance losses' pass, read back to the host as its .tolist() does
-                    with torch.no_grad(), _autocast(device, w.precision):
+                    with torch.no_grad(), _autocast(device, w.precision), nondeterministic_kernels(device):
                         logits, masks = self.own_box_heads(model, *to_device(images, targets))
                     return logits.float().cpu(), masks.float().mean((2, 3)).cpu()
                 with torch.no_grad():
-                    with _autocast(device, w.precision):
+                    with _autocast(device, w.precision), nondeterministic_kernels(device):
                         outs = model([im.to(device) for im in images])
                     return [(out["masks"][:, 0].float() > 0.5).cpu() for out in outs]
 
             return Step(infer, w.batch, compute=lambda: compute_on(*to_device(images, targets)), amp=amp, model=model)
-        opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.02 * w.batch / 16,
+        # the learning rate of the warm-up's first iteration (MMDetection's linear warm-up from 0.001 of the base
+        # rate, as benchmark_n.maskrcnn.learning_rate): at the base rate a randomly initialised detector at COCO size
+        # diverges within two steps (NaN on an H200, 2026-11-30), and a step's time does not depend on the rate
+        opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.02 * w.batch / 16 * 0.001,
                               momentum=0.9, weight_decay=1e-4)
 
         def train():
             model.train()
-            with _autocast(device, w.precision):
+            with _autocast(device, w.precision), nondeterministic_kernels(device):
                 parts = model(*to_device(images, targets))
             loss = sum(parts.values())
             if not torch.isfinite(loss):

@@ -192,16 +192,33 @@ def test_a_step_measured_at_another_input_width_is_scaled_by_flops_above_its_dis
     for w, flops in ((long, 4e12), (short, 1e12), (other, 1e12)):
         monkeypatch.setitem(cost._FLOPS, w.key, flops)
         monkeypatch.setitem(cost._OPS, w.key, 100)
-    entry = {"key": long.key, "family": long.family, "arch": long.arch, "shape": [128], "step_s": 2.0}
+    entry = {"key": long.key, "family": long.family, "arch": long.arch, "shape": [128], "batch": 64, "step_s": 2.0}
     cal = Calibration("test-device", {"fp32": 1.0}, {long.key: entry}, dispatch_s=0.005)
     assert cal.step_seconds(short, 0.5) == (pytest.approx(0.5 + 1.5 / 4), "calibrated")
     assert cal.step_seconds(long, 0.5) == (2.0, "calibrated")
     assert cal.step_seconds(other, 0.5) == (pytest.approx(1e12 / 0.5e12), "estimated")
     # a member of a stack of 2 shares the dispatch, not the arithmetic (as an estimate's floor)
     assert cal.step_seconds(short, 0.5, stack=2) == (pytest.approx(0.5 / 2 + 1.5 / 4), "calibrated")
+    # a smaller batch, measured only at 64 (Plench's runs at 32 priced from its 256 ones): the same rule
+    small = long.replace(batch=16)
+    monkeypatch.setitem(cost._FLOPS, small.key, 1e12)
+    monkeypatch.setitem(cost._OPS, small.key, 100)
+    assert cal.step_seconds(small, 0.5) == (pytest.approx(0.5 + 1.5 / 4), "calibrated")
     alone = Calibration("test-device", {"fp32": 1.0}, {long.key: entry}, dispatch_s=0.0)
     assert alone.step_seconds(short, 0.5)[0] == pytest.approx(2.0 / 4)
     # a count of another FLOPs version in the file is not compared with this version's: counted again
     stale = {**entry, "flops_per_step": 1.0, "flops_version": -1}
     assert Calibration("test-device", {"fp32": 1.0}, {long.key: stale}, dispatch_s=0.0).step_seconds(short, 0.5)[0] \
         == pytest.approx(2.0 / 4)
+
+
+def test_the_full_profile_is_priced_on_a_measured_gpu_when_there_is_one(tmp_path):
+    from shared.cost import DEFAULT_GPU, default_gpu_device
+
+    assert default_gpu_device(tmp_path) == DEFAULT_GPU  # nothing measured: the H100's data sheet
+    (tmp_path / "cpu-1core.yaml").write_text("schema: 1\n")
+    assert default_gpu_device(tmp_path) == DEFAULT_GPU  # a CPU calibration does not price a GPU
+    (tmp_path / "nvidia-h200.yaml").write_text("schema: 1\n")
+    assert default_gpu_device(tmp_path) == "nvidia-h200"  # measurements beat a data sheet
+    (tmp_path / f"{DEFAULT_GPU}.yaml").write_text("schema: 1\n")
+    assert default_gpu_device(tmp_path) == DEFAULT_GPU  # the reader's default GPU, measured, first

@@ -6,7 +6,7 @@ import torch
 
 from shared.device import device_type, select_device
 from shared.errors import ConfigError
-from shared.seeding import item_rng, item_seed, seed_everything
+from shared.seeding import item_rng, item_seed, nondeterministic_kernels, seed_everything
 
 
 def test_item_seed_is_sha256_of_the_joined_key():
@@ -49,6 +49,30 @@ def test_seed_everything_turns_deterministic_algorithms_on_without_loading_induc
     inductor_config.deterministic = False
     seed_everything(0)
     assert inductor_config.deterministic is True
+
+
+def test_nondeterministic_kernels_lift_the_mode_on_accelerators_only_and_restore_it():
+    """torchvision's roi_align takes a pure-Python path needing tens of GiB per COCO image when deterministic mode
+    is on for an accelerator; the block lifts the mode there and puts it back as it was (warn-only included)."""
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    try:
+        seed_everything(0)  # deterministic, warn-only
+        with nondeterministic_kernels("cpu"):
+            assert torch.are_deterministic_algorithms_enabled()  # the CPU stays exact
+        with nondeterministic_kernels(torch.device("cuda", 0)):  # needs no GPU: only the flag changes
+            assert not torch.are_deterministic_algorithms_enabled()
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+        torch.use_deterministic_algorithms(True)  # strict mode comes back strict, even after an error inside
+        with pytest.raises(RuntimeError, match="inside"), nondeterministic_kernels("cuda"):
+            raise RuntimeError("inside")
+        assert torch.are_deterministic_algorithms_enabled()
+        assert not torch.is_deterministic_algorithms_warn_only_enabled()
+        torch.use_deterministic_algorithms(False)
+        with nondeterministic_kernels("cuda"):  # off stays off
+            assert not torch.are_deterministic_algorithms_enabled()
+        assert not torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
 
 
 def test_device_selection():

@@ -8,9 +8,10 @@ import torch
 from sklearn.datasets import load_digits
 
 from plench.augment import (
-    CIFAR_MEAN, CIFAR_STD, DIGITS_MEAN, DIGITS_STD, VIEW_NAMES, CifarViews, DigitsViews, TabularViews, cutout,
-    rand_augment, views_for, _resized_crop_box,
+    BATCHED_OPS, CIFAR_MEAN, CIFAR_STD, DIGITS_MEAN, DIGITS_STD, RANDAUGMENT_OPS, VIEW_NAMES, CifarViews, DigitsViews,
+    TabularViews, cutout, rand_augment, rand_augment_per_image, random_resized_crop, views_for, _resized_crop_box,
 )
+from torchvision.transforms.v2 import functional as TF
 from plench.data import (
     PAPER_NAMES, PLL_DATASETS, PLLDataset, load_pll_dataset, plench_split, read_plcifar10_annotations, table5_row,
 )
@@ -367,6 +368,51 @@ def test_randaugment_ends_with_a_grey_cutout_square():
         assert hole.sum() == len(rows) * len(cols)  # one solid rectangle (or nothing)
         sides += [max(len(rows), len(cols))]
     assert max(sides) <= 17 and np.mean(np.array(sides) > 0) > 0.9  # side U(0, 16) px, PIL's inclusive corners
+
+
+def noise_images(n=128, seed=0):
+    return torch.randint(0, 256, (n, 3, 32, 32), dtype=torch.uint8, generator=gen(seed))
+
+
+@pytest.mark.parametrize("k", range(len(RANDAUGMENT_OPS)))
+def test_each_batched_randaugment_op_is_torchvisions_op_image_by_image(k):
+    """Each op on a whole batch with per-image magnitudes gives each image what torchvision's op gives it alone
+    (one grey level at most, where a float blend lands on a whole number differently; almost never)."""
+    images = noise_images()
+    op, low, high = RANDAUGMENT_OPS[k]
+    v = low + (high - low) * torch.rand(len(images), generator=gen(k)).double()
+    alone = torch.stack([op(img, m) for img, m in zip(images, v.tolist())])
+    batched = BATCHED_OPS[k](images, v)
+    diff = (alone.int() - batched.int()).abs()
+    assert batched.dtype == torch.uint8 and batched.shape == images.shape
+    assert diff.max() <= 1 and (diff > 0).float().mean() < 1e-3
+    if k not in (0, 4, 5):  # the magnitude matters: reversing it changes the images (autocontrast, equalize and
+        assert not torch.equal(batched, BATCHED_OPS[k](images, v.flip(0)))  # identity take none)
+
+
+def test_batched_randaugment_draws_what_the_per_image_one_draws():
+    images = noise_images(256, 1)
+    for seed in range(3):
+        batched, alone = rand_augment(images, 3, gen(seed)), rand_augment_per_image(images, 3, gen(seed))
+        diff = (batched.int() - alone.int()).abs()
+        assert (diff > 0).float().mean() < 1e-3  # the same ops, magnitudes and Cutout squares
+        assert not torch.equal(batched, rand_augment(images, 3, gen(seed + 10)))
+
+
+def test_batched_resized_crop_is_torchvisions_float_resize_exactly_and_its_uint8_one_within_a_level():
+    images = noise_images(64, 2)
+    out = random_resized_crop(images, 32, gen(5))
+    u = torch.rand(64, 10, 4, generator=gen(5))  # the same draws
+    boxes = [_resized_crop_box(32, 32, u[b]) for b in range(64)]
+    as_float = torch.stack([TF.resized_crop(img.float(), *box, size=[32, 32], antialias=True) for img, box in
+                            zip(images, boxes)]).round().clamp(0, 255).to(torch.uint8)
+    assert torch.equal(out, as_float)  # torchvision's float path (its CUDA path for uint8)
+    as_uint8 = torch.stack([TF.resized_crop(img, *box, size=[32, 32], antialias=True) for img, box in
+                            zip(images, boxes)])  # the CPU's fixed-point uint8 kernel
+    assert (out.int() - as_uint8.int()).abs().max() <= 1
+    smaller = random_resized_crop(images, 16, gen(5))  # downsampling needs the antialiasing filter: image by image
+    assert torch.equal(smaller, torch.stack([TF.resized_crop(img, *box, size=[16, 16], antialias=True)
+                                             for img, box in zip(images, boxes)]))
 
 
 def test_views_for_picks_the_recipe():

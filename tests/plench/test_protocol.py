@@ -468,3 +468,22 @@ def test_batching_pays_for_small_steps_only(batch_size, width, pays):
     assert protocol.batching_pays(batch_size, "auto", width) is pays
     assert protocol.batching_pays(batch_size, True, width) is True
     assert protocol.batching_pays(batch_size, False, width) is False
+
+
+def test_stacked_batchnorm_normalises_a_lower_precision_input_in_its_statistics_dtype():
+    """Under autocast a convolution hands BatchNorm a bf16 input while its running statistics are fp32; CUDA's
+    batched (vmap) rule refuses that mix, so the stack casts the input to the statistics' dtype first. The stack's
+    output and running statistics are then the fp32 network's on the rounded input."""
+    from plench.stacked import StackedNetwork
+
+    torch.manual_seed(0)
+    nets = [nn.Sequential(nn.BatchNorm1d(6), nn.Linear(6, 3)) for _ in range(2)]
+    stack = StackedNetwork(nets)
+    x = torch.randn(2, 8, 6).to(torch.bfloat16)
+    out = stack.forward(x)
+    assert out.dtype == torch.float32
+    for g, net in enumerate(nets):
+        expected = net(x[g].float())  # the network alone, in train mode, on the same (bf16-rounded) values
+        torch.testing.assert_close(out[g], expected, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(stack.buffers["0.running_mean"][g], net[0].running_mean)
+        torch.testing.assert_close(stack.buffers["0.running_var"][g], net[0].running_var)
