@@ -48,7 +48,7 @@ state stay fp32; bf16 has fp32's exponent range, so no GradScaler. The detection
 run is keyed apart from the fp32 one (``key_hparams``).
 
 Reproducibility. Training is seeded (``seed_everything``: deterministic algorithms where they exist), and on the CPU
-the same seed gives the same bytes. On CUDA the forward runs with deterministic mode lifted
+the same seed gives the same bytes. On CUDA each step (forward and backward) runs with deterministic mode lifted
 (``shared.seeding.nondeterministic_kernels``): under it torchvision's ``roi_align`` falls back to a pure-Python
 implementation that needed a 44 GiB tensor for one COCO image's mask targets on an H200. Its CUDA kernel, the one
 MMDetection trains with, accumulates its gradient with atomics, so two CUDA runs agree up to float rounding.
@@ -438,19 +438,20 @@ def fit_predict(train, val, hp: dict, seed: int = 0, device: str = "cpu", log_lo
                     group["lr"] = lr
                 # bf16 needs no GradScaler: it has fp32's exponent range, so small gradients do not underflow (fp16
                 # would need one); the weights, their gradients and SGD's momentum stay fp32
-                # on CUDA torchvision's roi_align kernel, not its deterministic pure-Python stand-in, which needs
-                # tens of GiB per COCO image (shared.seeding.nondeterministic_kernels)
-                with mixed_precision(model, precision, device), nondeterministic_kernels(device), \
-                        box_classification_loss(hp["loss"], hp["sce_alpha"], hp["sce_beta"]):
-                    parts = model([im.to(device, non_blocking=cuda) for im in images],
-                                  [{k: v.to(device, non_blocking=cuda) for k, v in t.items()} for t in targets])
-                loss = sum(parts.values())
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(f"Mask R-CNN loss is {loss.item()} at iteration {iteration + 1} "
-                                             f"(lr {lr:g}); lower lr or raise warmup_iters")
-                optimiser.zero_grad()
-                loss.backward()
-                optimiser.step()
+                # on CUDA torchvision's roi_align kernel, forward and backward, not its deterministic pure-Python
+                # stand-in, which needs tens of GiB per COCO image (shared.seeding.nondeterministic_kernels)
+                with nondeterministic_kernels(device):
+                    with mixed_precision(model, precision, device), \
+                            box_classification_loss(hp["loss"], hp["sce_alpha"], hp["sce_beta"]):
+                        parts = model([im.to(device, non_blocking=cuda) for im in images],
+                                      [{k: v.to(device, non_blocking=cuda) for k, v in t.items()} for t in targets])
+                    loss = sum(parts.values())
+                    if not torch.isfinite(loss):
+                        raise FloatingPointError(f"Mask R-CNN loss is {loss.item()} at iteration {iteration + 1} "
+                                                 f"(lr {lr:g}); lower lr or raise warmup_iters")
+                    optimiser.zero_grad()
+                    loss.backward()
+                    optimiser.step()
                 iteration += 1
                 window.append({"loss": loss.item(), **{k: v.item() for k, v in parts.items()}})
                 if iteration % hp["log_interval"] == 0 or iteration == total:

@@ -3,9 +3,10 @@
 A view maps a uint8 image batch (B, H, W, C) (numpy or torch, any device) to a normalised float tensor
 (B, C, H, W) on the same device. Random parameters come from an optional CPU ``torch.Generator``, so a
 seeded generator gives the same views on every run and device. Each image gets its own random ops (as PLENCH's
-PIL pipeline), but the work is batched: the resized crops are one gather for the batch, and each RandAugment op runs
-once on the images that drew it (``BATCHED_OPS``), so a GPU launches a few hundred kernels a batch, not one set per
-image. ``rand_augment_per_image`` is the image-by-image reference they are tested against.
+PIL pipeline), but the CIFAR views' work is batched: the resized crops are one gather for the batch, and each
+RandAugment op runs once on the images that drew it (``BATCHED_OPS``), so a GPU launches a few hundred kernels a
+batch, not one set per image. ``rand_augment_per_image`` is the image-by-image reference they are tested against.
+The 8 x 8 digits stand-in's strong view (smoke profile, CPU) still rotates image by image.
 
 * CIFAR recipe (PLENCH ``data/datasets.py``; mean (0.4922, 0.4832, 0.4486), std (0.2456, 0.2419, 0.2605)):
   ``original`` normalise only; ``weak`` horizontal flip + random crop with 4 px zero padding; ``strong``
@@ -25,11 +26,15 @@ from __future__ import annotations
 import math
 
 import torch
-from torchvision.transforms.functional import _get_inverse_affine_matrix as _inverse_affine
 from torchvision.transforms.v2 import InterpolationMode
 from torchvision.transforms.v2 import functional as TF
 
 from shared.errors import ConfigError
+
+try:  # the matrix v2's affine and rotate use (its own copy: v1's rounds differently)
+    from torchvision.transforms.v2.functional._geometry import _get_inverse_affine_matrix as _inverse_affine
+except ImportError:  # an older torchvision: v2 used v1's
+    from torchvision.transforms.functional import _get_inverse_affine_matrix as _inverse_affine
 
 VIEW_NAMES = ("original", "weak", "strong", "distill")
 CIFAR_MEAN, CIFAR_STD = (0.4922, 0.4832, 0.4486), (0.2456, 0.2419, 0.2605)
@@ -312,7 +317,9 @@ def rand_augment(images: torch.Tensor, n_ops: int = 3, generator=None) -> torch.
     magnitudes (``BATCHED_OPS``). Why: one image at a time (``rand_augment_per_image``) a batch of 256 dispatched
     ~15,000 tiny kernels; on an H200 that made a Plench strong-view step 0.36 s against 0.03 s for the weak view
     (``shared.gpu_check``, 2026-11-30), most of the image grid's hours. The draws are the per-image version's, so
-    the images are the same up to float rounding (one grey level where a blend lands on a .5)."""
+    the images are the same up to float rounding: a blend that lands on a whole number the other way moves a pixel
+    one grey level, which a later posterize, solarize or equalize can widen (13 levels at most, on under 5e-4 of
+    the pixels, over 20 seeds x 512 images)."""
     B, C, H, W = images.shape
     ops = torch.randint(len(RANDAUGMENT_OPS), (B, n_ops), generator=generator)
     magnitudes = torch.rand(B, n_ops, generator=generator).double()

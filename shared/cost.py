@@ -226,13 +226,13 @@ class Calibration:
 
     def _reshaped_seconds(self, workload, flops: float | None) -> tuple[float, float] | None:
         """A step measured at another input shape or batch size only (a text batch padded to its longest sequence,
-        measured at ``max_length``; a Plench run at batch 64, measured at 256): the measured time less its operators' dispatch (``dispatch_s`` each, the same operators at
-        either shape), scaled by the FLOPs of the two shapes, plus the dispatch again. So the device's measured rate
-        at this model and batch prices the arithmetic, and a small model's fixed per-operator cost does not shrink
-        with its input. (dispatch, arithmetic) seconds, from the measured shape nearest in FLOPs; None where none
-        was measured. The dispatch is the one PyTorch reports for the step's operators; work the counter does not see
-        (a batch's augmentations on the device) scales with the arithmetic, a small under-estimate at smaller
-        batches."""
+        measured at ``max_length``; a Plench run at batch 64, measured at 256): the measured time less its
+        operators' dispatch (``dispatch_s`` each, the same operators at either shape), scaled by the FLOPs of the two
+        shapes, plus the dispatch again. So the device's measured rate at this model prices the arithmetic, and a
+        small model's fixed per-operator cost does not shrink with its input. (dispatch, arithmetic) seconds, from
+        the measured shape nearest in FLOPs; None where none was measured. The dispatch is the one PyTorch reports
+        for the step's operators; work the counter does not see (a batch's augmentations on the device) scales with
+        the arithmetic, a small under-estimate at smaller batches."""
         from shared.workloads import FLOPS_VERSION
 
         if flops is None or not flops:

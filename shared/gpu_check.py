@@ -694,15 +694,25 @@ def _path_pinned_loader(device) -> str:
 
 
 def _path_plench_views(device) -> str:
+    """Plench's weak, strong and distill views built on the device against the same views built on the CPU from the
+    same seed: the device's kernels (grid sampling, gathers, histograms) must give the CPU's images, up to a grey
+    level on a few pixels (float rounding)."""
     import torch
 
     from plench.augment import views_for
 
     views = views_for("image", 32)
-    raw = torch.randint(0, 256, (64, 32, 32, 3), dtype=torch.uint8).to(device)
-    g = torch.Generator().manual_seed(0)
-    shapes = {name: tuple(getattr(views, name)(raw, generator=g).shape) for name in ("weak", "strong", "distill")}
-    return f"views on {device.type}: {shapes}"
+    raw = torch.randint(0, 256, (64, 32, 32, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    report = {}
+    for name in ("weak", "strong", "distill"):
+        here = getattr(views, name)(raw.to(device), generator=torch.Generator().manual_seed(0)).cpu()
+        cpu = getattr(views, name)(raw, generator=torch.Generator().manual_seed(0))
+        off = (here - cpu).abs() > 1.5 / 255 / min(views.std)  # more than one grey level after normalising
+        if here.shape != cpu.shape or off.float().mean() > 1e-3:
+            raise AssertionError(f"the {name} view on {device.type} differs from the CPU's on "
+                                 f"{off.float().mean():.2%} of its values")
+        report[name] = f"{tuple(here.shape)}, {off.float().mean():.1e} off"
+    return f"views on {device.type} vs the CPU: {report}"
 
 
 def _path_plench_stacked(device) -> str:

@@ -1174,9 +1174,9 @@ class MaskRCNNFamily(Family):
     check, SGD (momentum 0.9, weight decay 1e-4), in fp32 or bf16 (autocast on CUDA around the forward, no
     GradScaler; the project autocasts the networks alone and keeps the box geometry between them in fp32, a
     difference of a few cheap elementwise ops). Each image carries ``instances`` synthetic objects (COCO
-    averages 7.3), a box and a filled mask each. On CUDA the forward runs with deterministic mode off, as the project's
-    (``shared.seeding.nondeterministic_kernels``: torchvision's roi_align kernel, not its pure-Python stand-in). Infer: eval mode, the class head biased towards 5 classes so that
-    100 detections per image pass the 0.05 threshold and reach the mask head as a trained model's would (random
+    averages 7.3), a box and a filled mask each. On CUDA a step runs with deterministic mode off, as the project's
+    (``shared.seeding.nondeterministic_kernels``: torchvision's roi_align kernel, not its pure-Python stand-in).
+    Infer: eval mode, the class head biased towards 5 classes so that 100 detections per image pass the 0.05 threshold and reach the mask head as a trained model's would (random
     weights score every class about 1/81), masks thresholded at 0.5 and copied to the CPU.
     """
 
@@ -1255,9 +1255,10 @@ class MaskRCNNFamily(Family):
                 with torch.no_grad(), _autocast(device, w.precision), nondeterministic_kernels(device):
                     return self.own_box_heads(model, images, targets) if o["own_boxes"] else model(images)
             model.train()
-            with _autocast(device, w.precision), nondeterministic_kernels(device):
-                parts = model(images, targets)
-            sum(parts.values()).backward()
+            with nondeterministic_kernels(device):  # roi_align's backward too
+                with _autocast(device, w.precision):
+                    parts = model(images, targets)
+                sum(parts.values()).backward()
 
         if w.phase == "infer":
             # random weights score every class about 1/81, under the 0.05 threshold: nothing would reach the mask
@@ -1290,14 +1291,15 @@ class MaskRCNNFamily(Family):
 
         def train():
             model.train()
-            with _autocast(device, w.precision), nondeterministic_kernels(device):
-                parts = model(*to_device(images, targets))
-            loss = sum(parts.values())
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"Mask R-CNN loss is {loss.item()}")
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            with nondeterministic_kernels(device):  # roi_align's backward too
+                with _autocast(device, w.precision):
+                    parts = model(*to_device(images, targets))
+                loss = sum(parts.values())
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"Mask R-CNN loss is {loss.item()}")
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
             return loss.item()
 
         return Step(train, w.batch, compute=lambda: compute_on(*to_device(images, targets)), amp=amp, model=model)

@@ -370,15 +370,21 @@ def test_randaugment_ends_with_a_grey_cutout_square():
     assert max(sides) <= 17 and np.mean(np.array(sides) > 0) > 0.9  # side U(0, 16) px, PIL's inclusive corners
 
 
-def noise_images(n=128, seed=0):
-    return torch.randint(0, 256, (n, 3, 32, 32), dtype=torch.uint8, generator=gen(seed))
+def noise_images(n=128, seed=0, shape=(3, 32, 32)):
+    """uint8 noise, each image in its own range (so autocontrast and equalize change it, image by image)."""
+    g = gen(seed)
+    low = torch.randint(0, 100, (n, 1, 1, 1), generator=g)
+    span = torch.randint(20, 156, (n, 1, 1, 1), generator=g)
+    return (low + torch.rand((n, *shape), generator=g) * span).to(torch.uint8)
 
 
+@pytest.mark.parametrize("shape", [(3, 32, 32), (1, 24, 40)])
 @pytest.mark.parametrize("k", range(len(RANDAUGMENT_OPS)))
-def test_each_batched_randaugment_op_is_torchvisions_op_image_by_image(k):
+def test_each_batched_randaugment_op_is_torchvisions_op_image_by_image(k, shape):
     """Each op on a whole batch with per-image magnitudes gives each image what torchvision's op gives it alone
-    (one grey level at most, where a float blend lands on a whole number differently; almost never)."""
-    images = noise_images()
+    (one grey level at most, where a float blend lands on a whole number differently; almost never), for RGB and
+    for grey, non-square images."""
+    images = noise_images(shape=shape)
     op, low, high = RANDAUGMENT_OPS[k]
     v = low + (high - low) * torch.rand(len(images), generator=gen(k)).double()
     alone = torch.stack([op(img, m) for img, m in zip(images, v.tolist())])
@@ -386,8 +392,10 @@ def test_each_batched_randaugment_op_is_torchvisions_op_image_by_image(k):
     diff = (alone.int() - batched.int()).abs()
     assert batched.dtype == torch.uint8 and batched.shape == images.shape
     assert diff.max() <= 1 and (diff > 0).float().mean() < 1e-3
-    if k not in (0, 4, 5):  # the magnitude matters: reversing it changes the images (autocontrast, equalize and
-        assert not torch.equal(batched, BATCHED_OPS[k](images, v.flip(0)))  # identity take none)
+    if k in (0, 4):  # autocontrast and equalize take no magnitude, but each image's own range
+        assert not torch.equal(batched, images)
+    elif k != 5 and not (k == 2 and shape[0] == 1):  # the magnitude matters (not for identity, or grey saturation)
+        assert not torch.equal(batched, BATCHED_OPS[k](images, v.flip(0)))
 
 
 def test_batched_randaugment_draws_what_the_per_image_one_draws():
