@@ -3,7 +3,8 @@
 Both come from ``full_profile_costs``: every notebook of the five papers planned in the full profile
 (``shared.cost``), priced on the device a reader would rent (a GPU the project has a calibration file measured on,
 else an H100's FLOPs at a stated share of its bf16 peak, labelled as an estimate) beside the FLOP bound (the same
-FLOPs at the full bf16 peak) and the compute the paper itself reports (``compute:`` in its ``items.yaml``). The page names the largest cost centres (the kinds of run that take the most hours).
+FLOPs at the full bf16 peak) and the compute the paper itself reports (``compute:`` in its ``items.yaml``). The page
+names the largest cost centres (the kinds of run that take the most hours).
 """
 from __future__ import annotations
 

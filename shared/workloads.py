@@ -1176,8 +1176,9 @@ class MaskRCNNFamily(Family):
     difference of a few cheap elementwise ops). Each image carries ``instances`` synthetic objects (COCO
     averages 7.3), a box and a filled mask each. On CUDA a step runs with deterministic mode off, as the project's
     (``shared.seeding.nondeterministic_kernels``: torchvision's roi_align kernel, not its pure-Python stand-in).
-    Infer: eval mode, the class head biased towards 5 classes so that 100 detections per image pass the 0.05 threshold and reach the mask head as a trained model's would (random
-    weights score every class about 1/81), masks thresholded at 0.5 and copied to the CPU.
+    Infer: eval mode, the class head biased towards 5 classes so that 100 detections per image pass the 0.05
+    threshold and reach the mask head as a trained model's would (random weights score every class about 1/81),
+    masks thresholded at 0.5 and copied to the CPU.
     """
 
     name = "maskrcnn"
