@@ -44,6 +44,48 @@ DIGITS_SIZE = 8
 
 
 # ------------------------------------------------------------------------------------------ building blocks
+class MemberGenerators:
+    """The generators of G runs whose batches are concatenated into one of G x ``rows`` images, member by member.
+
+    Pass it as a view's ``generator``: every random draw of shape (G x rows, ...) is then made as G draws of
+    (rows, ...), each from its member's own generator, in the order the member's run alone makes them, and
+    concatenated. Every view treats its images independently, so member g's rows of one call equal its run's
+    view of its own batch (``plench.protocol.make_member_batches``). Why: stacked runs then build each view once for
+    the whole stack; view by view and member by member, a GPU dispatches G times the view's kernels.
+    """
+
+    def __init__(self, generators, rows: int):
+        self.generators, self.rows = list(generators), int(rows)
+
+    def draw(self, sample, size: tuple[int, ...], **kwargs) -> torch.Tensor:
+        """``sample(rows, *size[1:], generator=g, **kwargs)`` for each member g, concatenated: (G x rows, ...)."""
+        if size[0] != self.rows * len(self.generators):
+            raise ConfigError(f"a draw for {size[0]} images from {len(self.generators)} members of {self.rows} rows; "
+                              "pass the members' concatenated batches, rows each")
+        return torch.cat([sample((self.rows, *size[1:]), generator=g, **kwargs) for g in self.generators])
+
+
+def rand(size: tuple[int, ...], generator=None) -> torch.Tensor:
+    """``torch.rand(size)`` from a CPU generator, or each member's rows from its own (``MemberGenerators``)."""
+    if isinstance(generator, MemberGenerators):
+        return generator.draw(torch.rand, size)
+    return torch.rand(size, generator=generator)
+
+
+def randn(size: tuple[int, ...], generator=None) -> torch.Tensor:
+    """``torch.randn(size)``, as ``rand``."""
+    if isinstance(generator, MemberGenerators):
+        return generator.draw(torch.randn, size)
+    return torch.randn(size, generator=generator)
+
+
+def randint(low: int, high: int, size: tuple[int, ...], generator=None) -> torch.Tensor:
+    """``torch.randint(low, high, size)``, as ``rand``."""
+    if isinstance(generator, MemberGenerators):
+        return generator.draw(lambda shape, generator: torch.randint(low, high, shape, generator=generator), size)
+    return torch.randint(low, high, size, generator=generator)
+
+
 def to_float_chw(images) -> torch.Tensor:
     """uint8 (B, H, W, C) numpy or torch -> float32 (B, C, H, W) in [0, 1]."""
     return as_uint8_chw(images).float() / 255.0
@@ -66,7 +108,7 @@ def normalize(x: torch.Tensor, mean, std) -> torch.Tensor:
 
 def random_hflip(x: torch.Tensor, generator=None) -> torch.Tensor:
     """Mirror each image of (B, C, H, W) left-right with probability 1/2."""
-    flip = (torch.rand(len(x), generator=generator) < 0.5).to(x.device)
+    flip = (rand((len(x),), generator) < 0.5).to(x.device)
     return torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
 
 
@@ -74,8 +116,8 @@ def random_crop(x: torch.Tensor, padding: int, generator=None) -> torch.Tensor:
     """Zero-pad (B, C, H, W) by ``padding`` on every side and take a random H x W window per image."""
     B, _, H, W = x.shape
     padded = torch.nn.functional.pad(x, (padding,) * 4)
-    top = torch.randint(0, 2 * padding + 1, (B,), generator=generator).to(x.device)
-    left = torch.randint(0, 2 * padding + 1, (B,), generator=generator).to(x.device)
+    top = randint(0, 2 * padding + 1, (B,), generator).to(x.device)
+    left = randint(0, 2 * padding + 1, (B,), generator).to(x.device)
     rows = (top[:, None] + torch.arange(H, device=x.device))[:, None, :, None]  # (B, 1, H, 1)
     cols = (left[:, None] + torch.arange(W, device=x.device))[:, None, None, :]  # (B, 1, 1, W)
     batch = torch.arange(B, device=x.device)[:, None, None, None]
@@ -90,8 +132,8 @@ def cutout(x: torch.Tensor, length: int, generator=None, fill: float = 0.0) -> t
     clipped at the border (Cutout of DeVries & Taylor, 2017, as in PLENCH's distill view).
     """
     B, _, H, W = x.shape
-    cy = torch.randint(0, H, (B,), generator=generator).to(x.device)
-    cx = torch.randint(0, W, (B,), generator=generator).to(x.device)
+    cy = randint(0, H, (B,), generator).to(x.device)
+    cx = randint(0, W, (B,), generator).to(x.device)
     ys, xs = torch.arange(H, device=x.device), torch.arange(W, device=x.device)
     inside_y = (ys[None] >= cy[:, None] - length // 2) & (ys[None] < cy[:, None] - length // 2 + length)
     inside_x = (xs[None] >= cx[:, None] - length // 2) & (xs[None] < cx[:, None] - length // 2 + length)
@@ -123,7 +165,7 @@ def random_resized_crop(images: torch.Tensor, size: int, generator=None) -> torc
     resized for the whole batch at once (``_crop_upsample``); otherwise each image goes through torchvision's
     antialiased ``resized_crop`` on its own."""
     B, _, H, W = images.shape
-    u = torch.rand(B, 10, 4, generator=generator)
+    u = rand((B, 10, 4), generator)
     boxes = [_resized_crop_box(H, W, u[b]) for b in range(B)]
     if all(h <= size and w <= size for _, _, h, w in boxes):
         return _crop_upsample(images, boxes, size)
@@ -321,9 +363,9 @@ def rand_augment(images: torch.Tensor, n_ops: int = 3, generator=None) -> torch.
     one grey level, which a later posterize, solarize or equalize can widen (13 levels at most, on under 5e-4 of
     the pixels, over 20 seeds x 512 images)."""
     B, C, H, W = images.shape
-    ops = torch.randint(len(RANDAUGMENT_OPS), (B, n_ops), generator=generator)
-    magnitudes = torch.rand(B, n_ops, generator=generator).double()
-    holes = torch.rand(B, 3, generator=generator)
+    ops = randint(0, len(RANDAUGMENT_OPS), (B, n_ops), generator)
+    magnitudes = rand((B, n_ops), generator).double()
+    holes = rand((B, 3), generator)
     out = images.clone()
     for slot in range(n_ops):
         for k in ops[:, slot].unique().tolist():
@@ -349,9 +391,9 @@ def rand_augment_per_image(images: torch.Tensor, n_ops: int = 3, generator=None)
     """``rand_augment`` one image at a time with torchvision's own ops (the reference the batched version is tested
     against; the same random draws give the same images, up to float rounding)."""
     B, C, H, W = images.shape
-    ops = torch.randint(len(RANDAUGMENT_OPS), (B, n_ops), generator=generator).tolist()
-    magnitudes = torch.rand(B, n_ops, generator=generator).tolist()
-    holes = torch.rand(B, 3, generator=generator).tolist()
+    ops = randint(0, len(RANDAUGMENT_OPS), (B, n_ops), generator).tolist()
+    magnitudes = rand((B, n_ops), generator).tolist()
+    holes = rand((B, 3), generator).tolist()
     fill = images.new_tensor(RANDAUGMENT_CUTOUT_FILL[:C]).view(C, 1, 1)
     out = []
     for img, picks, mags, (side_u, x_u, y_u) in zip(images, ops, magnitudes, holes):
@@ -422,12 +464,12 @@ class DigitsViews(CifarViews):
 
     def strong(self, images, generator=None) -> torch.Tensor:
         x = to_float_chw(images)
-        angles = (30.0 * torch.rand(len(x), generator=generator) - 15.0).tolist()
-        shifts = torch.randint(-1, 2, (len(x), 2), generator=generator).tolist()
+        angles = (30.0 * rand((len(x),), generator) - 15.0).tolist()
+        shifts = randint(-1, 2, (len(x), 2), generator).tolist()
         x = torch.stack([TF.affine(img, angle=a, translate=[float(dx), float(dy)], scale=1.0, shear=[0.0, 0.0],
                                    interpolation=InterpolationMode.BILINEAR)
                          for img, a, (dx, dy) in zip(x, angles, shifts)])
-        x = x + self.noise_std * torch.randn(x.shape, generator=generator).to(x.device)
+        x = x + self.noise_std * randn(tuple(x.shape), generator).to(x.device)
         return normalize(cutout(x, self.hole, generator), self.mean, self.std)
 
     def distill(self, images, generator=None) -> torch.Tensor:

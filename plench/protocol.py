@@ -53,7 +53,7 @@ import pandas as pd
 import torch
 
 from plench.algorithms import ALGORITHMS, Algorithm, Batch, make_algorithm
-from plench.algorithms.base import AUTOCAST_DTYPES, LossAlgorithm
+from plench.algorithms.base import AUTOCAST_DTYPES, LossAlgorithm, view_input
 from plench.data import PLLDataset, load_pll_dataset, plench_split, pll_dataset_spec
 from plench.hparams import hparam_for, hparams_for
 from plench.selection import approximated_accuracy, covering_rate, oracle_accuracy
@@ -186,14 +186,38 @@ def make_batch(data: RunData, idx: torch.Tensor, views: Sequence[str], device,
     (tabular data: every view is x; image views not read are empty tensors, so a read fails loudly).
     Random augmentations draw from ``generator`` (a CPU generator)."""
     idx = idx.to(data.train_S.device)
-    raw = data.train_x[idx]
+    inputs = _view_inputs(data.views, data.train_x[idx], views, generator)
+    return Batch(**inputs, s=data.train_S[idx], y=data.train_y[idx], idx=idx).to(device)
+
+
+def _view_inputs(recipe, raw, views: Sequence[str], generator) -> dict[str, torch.Tensor]:
+    """Batch's view fields for the raw rows: the ``views`` read (and the identity ones), the others empty."""
     wanted = {"x" if v == "original" else v for v in views}
     inputs = {}
     for field in VIEWS:
-        view = data.views["original" if field == "x" else field]
+        view = recipe["original" if field == "x" else field]
         needed = field in wanted or view is _identity
         inputs[field] = view(raw, generator=generator) if needed else raw.new_empty(0)
-    return Batch(**inputs, s=data.train_S[idx], y=data.train_y[idx], idx=idx).to(device)
+    return inputs
+
+
+def make_member_batches(data: Sequence[RunData], idx: Sequence[torch.Tensor], views: Sequence[str], device,
+                        generators: Sequence[torch.Generator]) -> list[Batch]:
+    """``[make_batch(d, i, views, device, g) for d, i, g in zip(data, idx, generators)]`` for G runs of one dataset
+    and batch size, with each view built once for the G batches concatenated (``augment.MemberGenerators``: each
+    run's draws from its own generator, so every Batch is its run's, bit for bit). Why: the stacked trainer's
+    members would otherwise each dispatch a view's kernels (RandAugment: a few hundred a batch) on their own."""
+    from plench.augment import MemberGenerators  # image-only dependency (torchvision)
+
+    rows = len(idx[0])
+    if any(len(i) != rows for i in idx) or len({type(d.views) for d in data}) != 1:
+        raise ConfigError("make_member_batches needs runs of one view recipe and one batch size")
+    idx = [i.to(d.train_S.device) for d, i in zip(data, idx)]
+    raw = torch.cat([torch.as_tensor(d.train_x[i]) for d, i in zip(data, idx)])
+    inputs = _view_inputs(data[0].views, raw, views, MemberGenerators(generators, rows))
+    return [Batch(**{name: t[g * rows:(g + 1) * rows] for name, t in inputs.items()}, s=d.train_S[i],
+                  y=d.train_y[i], idx=i).to(device)
+            for g, (d, i) in enumerate(zip(data, idx))]
 
 
 # ------------------------------------------------------------------------------------------------ checkpoints
@@ -375,7 +399,7 @@ def _batched_group(members: list[dict], models: list[Algorithm], hparams: list[d
         torch.cuda.reset_peak_memory_stats(device)
     stack = StackedMLP([m.network for m in models]) if tabular else StackedNetwork([m.network for m in models])
     adam = StackedAdam(stack.params, [m.optimizer for m in models])
-    precision, refresh = models[0].precision, models[0].uses_confidence
+    precision, refresh, views = models[0].precision, models[0].uses_confidence, models[0].views
     loaders = [CyclicLoader(len(d.train_x), batch_size, a["seed"]) for d, a in zip(data, members)]
     if tabular:  # the features are the inputs: one gather for every member
         train_x = torch.stack([d.train_x for d in data]).to(device)  # (G, n_train, d): same dataset, same split sizes
@@ -404,10 +428,11 @@ def _batched_group(members: list[dict], models: list[Algorithm], hparams: list[d
                 idx = torch.stack([next(loader) for loader in loaders]).to(device)  # (G, B)
                 x, s = train_x[members_column, idx], train_S[members_column, idx]  # (G, B, d), (G, B, q)
             else:
-                batches = [make_batch(d, next(loader), m.views, device, gen)
-                           for d, loader, m, gen in zip(data, loaders, models, augments)]
-                x = torch.stack([b.weak for b in batches])  # (G, B, C, H, W)
+                batches = make_member_batches(data, [next(loader) for loader in loaders], views, device, augments)
                 s, idx = torch.stack([b.s for b in batches]), torch.stack([b.idx for b in batches])
+            # one (G, B, ...) input per view the algorithm reads, forwarded in its order (tabular: each is x)
+            inputs = [x] * len(views) if tabular else \
+                [torch.stack([view_input(b, view) for b in batches]) for view in views]
             w = [m.confidence[i] if m.uses_confidence else None for m, i in zip(models, idx)]
             skips = [m.skipped(s[g]) for g, m in enumerate(models)]
             active = None if skips[0] is None else [not skip for skip in torch.stack(skips).tolist()]
@@ -418,19 +443,20 @@ def _batched_group(members: list[dict], models: list[Algorithm], hparams: list[d
             loss_values = [0.0] * G
             if active is None or any(active):
                 with autocast(device, precision):  # as LossAlgorithm: losses and refreshes on float32 logits
-                    logits = stack.forward(x).float()
-                    losses = torch.stack([m.loss(logits[g], s[g], w[g]).to(logits.dtype)
-                                          if active is None or active[g] else logits.new_zeros(())
+                    logits = [stack.forward(x).float() for x in inputs]
+                    losses = torch.stack([m.loss(*(z[g] for z in logits), s[g], w[g]).float()
+                                          if active is None or active[g] else logits[0].new_zeros(())
                                           for g, m in enumerate(models)])
                 adam.step(torch.autograd.grad(losses.sum(), stack.params), active)
                 with torch.no_grad():
                     if refresh:  # LossAlgorithm's re-forward, in train mode (BatchNorm's statistics move as a run's)
                         with autocast(device, precision):
-                            fresh = stack.forward(x).float()
+                            fresh = [stack.forward(x).float() for x in inputs]
                     for g, m in enumerate(models):
                         if active is None or active[g]:
                             if m.uses_confidence:
-                                m.confidence[idx[g]] = m.refresh(fresh[g], s[g], w[g]).to(m.confidence.dtype)
+                                m.confidence[idx[g]] = m.refresh(*(z[g] for z in fresh), s[g], w[g]).to(
+                                    m.confidence.dtype)
                             m.after_step()
                 loss_values = losses.detach().tolist()
             if kept is not None:
@@ -477,10 +503,10 @@ def train_runs_batched(dataset: PLLDataset, algorithm: str, configs: Sequence[tu
     and Adam state, and writes the same records to ``out_dirs[i]`` as ``train_run`` would (plus ``group_size``;
     ``step_time`` is the group's step time divided by its size; an ``out_dirs`` entry None: trained, not written).
     Runs with the same batch size form one group: their networks are stacked (``plench.stacked``: the MLP as
-    ``baddbmm`` products, a convolutional network with ``torch.func.vmap``), every step is one batched forward,
-    the members' own ``loss`` on their slices of the logits, one backward of the summed losses (members share no
-    parameter, so each gets its own gradient) and one batched Adam update; algorithms that keep confidences
-    refresh them from a second batched forward. ``stack`` (``stack_id``) goes into every member's ``args``:
+    ``baddbmm`` products, a convolutional network with ``torch.func.vmap``), every step is one batched forward per
+    view the algorithm reads (CRDPLL: weak, then strong), the members' own ``loss`` on their slices of the logits,
+    one backward of the summed losses (members share no parameter, so each gets its own gradient) and one batched
+    Adam update; algorithms that keep confidences refresh them from a second batched forward of the same views. ``stack`` (``stack_id``) goes into every member's ``args``:
     a stacked run's identity names its stack, since its last bits depend on it.
 
     Only algorithms whose step is exactly ``LossAlgorithm``'s are batched (``batching_obstacle``); others are

@@ -204,11 +204,17 @@ class Calibration:
 
         A member of a stack of G, where the device measured the step alone (T1) and as a stack of
         ``STACK_MEASURED`` (TS, all members), costs T(G) / G with T(G) = T1 + (TS - T1) (G - 1) / (S - 1): the
-        stack's time grows linearly from one member's."""
+        stack's time grows linearly from one member's. A step measured alone only is priced at T1 times the share
+        ``T(G) / (G T1)`` the device measured for another step of the same network (``_stack_share``), as an
+        estimate."""
         stacked = self._stacked_seconds(workload, stack) if stack > 1 else None
         if stacked is not None:
             return stacked, "calibrated"
         hit = self.measured.get(workload.key)
+        if hit is not None and stack > 1:  # measured alone only: the share the device measured for this network
+            share = self._stack_share(workload, stack)
+            if share is not None:
+                return float(hit["step_s"]) * share, "estimated"
         if hit is not None:
             return float(hit["step_s"]), "calibrated"
         flops = workload_flops(workload)
@@ -260,6 +266,33 @@ class Calibration:
         fixed = min((workload_ops(workload) or 0) * self.dispatch_s, best[1])
         return fixed, (best[1] - fixed) * flops / best[0]
 
+
+    def _stack_share(self, workload, stack: int) -> float | None:
+        """A stack member's share of its step's time alone, for a stack of ``stack``, from another step of the same
+        network, batch, shape and precision that the device measured both alone and stacked (Plench's weak-view
+        loss step): how a step this device measured alone only (CRDPLL's two views) is priced in a stack, as an
+        estimate. None where no such pair was measured."""
+        from shared.workloads import STACK_MEASURED, Workload, unstacked
+
+        best = None
+        for key, entry in self.measured.items():
+            if f"stack={STACK_MEASURED}" not in key:
+                continue
+            try:
+                together = Workload.from_key(key)
+            except Exception:  # noqa: BLE001  an entry this version cannot read is no reference
+                continue
+            same = (together.family, together.arch, together.phase, together.batch, together.shape, together.precision)
+            if same != (workload.family, workload.arch, workload.phase, workload.batch, workload.shape,
+                        workload.precision):
+                continue
+            alone = self.measured.get(unstacked(together).key)
+            if alone is None:
+                continue
+            t1, ts = float(alone["step_s"]), float(entry["step_s"])
+            share = (t1 + (ts - t1) * (stack - 1) / (STACK_MEASURED - 1)) / stack / t1
+            best = share if best is None else max(best, share)  # of two references, the smaller saving (cautious)
+        return best
 
     def _stacked_seconds(self, workload, stack: int) -> float | None:
         from shared.workloads import STACK_MEASURED, family

@@ -440,9 +440,11 @@ class CifarResNet(Family):
             raise ConfigError(f"{w.key}: width is tiny_cnn's option; {w.arch} has fixed widths")
         if o["stack"] < 1:
             raise ConfigError(f"{w.key}: stack must be >= 1")
-        if o["stack"] > 1 and (w.phase != "train" or o["augment"] != "weak" or o["views"] != 1 or o["nograd"] > 1):
+        if o["stack"] > 1 and (w.phase != "train" or o["augment"] not in _PLENCH_AUGMENTS
+                               or o["views"] != len(_PLENCH_AUGMENTS[o["augment"]]) or o["nograd"] not in (0, o["views"])):
             raise ConfigError(f"{w.key}: stack (plench.protocol.train_runs_batched) trains Plench's loss step: one "
-                              "forward-backward of the weak view, at most one no-grad forward")
+                              "forward-backward of each view the augment names (views = their number) and, with "
+                              "confidences, one no-grad forward of each again (nograd 0 or views)")
 
     @staticmethod
     def model(w: Workload):
@@ -561,10 +563,12 @@ class CifarResNet(Family):
 
     def _build_stacked(self, w: Workload, device) -> Step:
         """``stack`` configurations trained as one model (``plench.protocol.train_runs_batched``: ``plench.stacked``'s
-        vmapped network and batched Adam), each on its own batch and weak view: ``samples`` counts every member's."""
+        vmapped network and batched Adam), each on its own batch and views (weak; weak and strong for CRDPLL), one
+        stacked forward per view and, with ``nograd``, the refresh's re-forward of each: ``samples`` counts every
+        member's."""
         torch = _torch()
         F = torch.nn.functional
-        from plench.augment import views_for
+        from plench.augment import MemberGenerators, views_for
         from plench.stacked import StackedAdam, StackedNetwork
 
         _seed()
@@ -578,29 +582,31 @@ class CifarResNet(Family):
         gen = torch.Generator().manual_seed(0)
         targets = torch.randint(0, o["num_classes"], (G, w.batch), generator=gen).to(device)
 
-        def forward_backward(x):
+        def forward_backward(xs):
             with _autocast(device, w.precision):
-                logits = stack.forward(x).float()
-                loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum") / w.batch
+                loss = sum(F.cross_entropy(stack.forward(x).float().flatten(0, 1), targets.flatten(), reduction="sum")
+                           for x in xs) / w.batch
             grads = torch.autograd.grad(loss, stack.params)
             if o["nograd"]:
                 with torch.no_grad(), _autocast(device, w.precision):
-                    stack.forward(x)
+                    for x in xs:
+                        stack.forward(x)
             return loss, grads
 
         def compute():
-            return forward_backward(torch.randn(G, w.batch, *w.shape, device=device))
+            return forward_backward([torch.randn(G, w.batch, *w.shape, device=device) for _ in range(o["views"])])
 
         if device.type == "meta":
             return Step(compute, G * w.batch, compute=compute, amp=amp, model=stack)
-        weak = views_for("image", w.shape[1]).weak
+        recipe, names = views_for("image", w.shape[1]), _PLENCH_AUGMENTS[o["augment"]]
         raw = torch.randint(0, 256, (G, w.batch, w.shape[1], w.shape[2], w.shape[0]), dtype=torch.uint8,
                             generator=gen).to(device)
+        members = MemberGenerators([torch.Generator().manual_seed(g) for g in range(G)], w.batch)
 
-        def train():  # as protocol._batched_group: each member's view from its own draws, one stacked step
-            x = torch.stack([weak(raw[g][torch.randperm(w.batch, generator=gen).to(device)], generator=gen)
-                             for g in range(G)])
-            loss, grads = forward_backward(x)
+        def train():  # as protocol.make_member_batches: each view once for all members, each from its own draws
+            batch = torch.cat([raw[g][torch.randperm(w.batch, generator=gen).to(device)] for g in range(G)])
+            xs = [getattr(recipe, n)(batch, generator=members).unflatten(0, (G, w.batch)) for n in names]
+            loss, grads = forward_backward(xs)
             adam.step(grads)
             return float(loss.detach())
 
@@ -1616,6 +1622,9 @@ PLENCH_IMAGE_PASSES: dict[str, tuple[int, int, str]] = {
     "ALIM": (2, 1, "weak_strong"),
     "DIRK": (2, 2, "weak_strong_distill"),  # student on distill + strong, teacher on weak + distill
 }
+#: The image algorithms ``plench.protocol.train_runs_batched`` stacks (``algorithm_stacks``; a test keeps them equal)
+PLENCH_STACKED = frozenset(("PRODEN", "CAVL", "POP", "LWS", "ABS_MAE", "ABS_GCE", "EXP", "MCL_GCE", "MCL_MSE", "CC",
+                            "PC", "Forward", "NN", "SCL_EXP", "SCL_NL", "L_W", "OP_W", "CRDPLL"))
 
 #: Plench's 9 tabular PALM datasets: (features, classes) from the paper's Table 5 (plench/reported/table5.csv)
 PLENCH_TABULAR = {"Lost": (108, 16), "MSRCv2": (48, 23), "Mirflickr": (1536, 14), "Birdsong": (38, 13),
@@ -1680,12 +1689,13 @@ def _full_profile() -> list[tuple[Workload, float, str]]:
             add(W("cifar_resnet", arch, "train", 256, CIFAR, "bf16",
                   {"optimizer": "adam", "augment": augment, "views": views, "nograd": nograd, "channels_last": True}),
                 runs_per_algorithm * 60_000 * len(algorithms), f"plench 03/04 image algorithms {', '.join(algorithms)}")
-            if (views, augment) == (1, "weak"):  # the loss-step algorithms train stacked (batched: true)
+            stacked = [a for a in algorithms if a in PLENCH_STACKED]
+            if stacked:  # the loss-step algorithms train stacked (batched: true)
                 add(W("cifar_resnet", arch, "train", 256, CIFAR, "bf16",
-                      {"optimizer": "adam", "augment": augment, "nograd": nograd, "channels_last": True,
-                       "stack": STACK_MEASURED}),
-                    runs_per_algorithm * 60_000 * len(algorithms) / STACK_MEASURED,
-                    f"plench 03/04 {STACK_MEASURED} configurations stacked ({', '.join(algorithms)})")
+                      {"optimizer": "adam", "augment": augment, "views": views, "nograd": nograd,
+                       "channels_last": True, "stack": STACK_MEASURED}),
+                    runs_per_algorithm * 60_000 * len(stacked) / STACK_MEASURED,
+                    f"plench 03/04 {STACK_MEASURED} configurations stacked ({', '.join(stacked)})")
         add(W("cifar_resnet", arch, "infer", 512, CIFAR, "bf16", {"channels_last": True}),
             runs_per_algorithm * 26 * 60 * 30, "plench 03/04 checkpoint evaluation (batch 512)")
     for dataset, (d, q) in PLENCH_TABULAR.items():  # 02_tabular: 20 algorithms x 20 hparams x 5 trials

@@ -77,6 +77,15 @@ def test_a_stack_member_is_priced_between_its_measured_steps_alone_and_stacked()
     assert cal.step_seconds(w, 0.35, 4) == (pytest.approx((0.006 + 0.024 * 3 / 15) / 4), "calibrated")
     alone_only = Calibration("test-device", {"bf16": 1.0}, {w.key: {"step_s": 0.006}})
     assert alone_only.step_seconds(w, 0.35, 4) == (0.006, "calibrated")
+    # another step of the same network measured alone only (CRDPLL: two views) borrows the measured share, as an
+    # estimate: a member of 16 costs the share 0.030 / 16 / 0.006 of its step alone
+    two = w.replace(options={"augment": "weak_strong", "views": 2, "nograd": 2})
+    cal.measured[two.key] = {"step_s": 0.020}
+    assert cal.step_seconds(two, 0.35, 16) == (pytest.approx(0.020 * 0.030 / 16 / 0.006), "estimated")
+    assert cal.step_seconds(two, 0.35, 1) == (0.020, "calibrated")
+    other_batch = w.replace(batch=64, options={"augment": "weak_strong", "views": 2, "nograd": 2})
+    cal.measured[other_batch.key] = {"step_s": 0.010}
+    assert cal.step_seconds(other_batch, 0.35, 16) == (0.010, "calibrated")  # no pair at batch 64: as before
 
 
 def test_a_device_without_a_dispatch_measurement_uses_the_stated_assumption(tmp_path):

@@ -78,6 +78,11 @@ class Batch:
                        (self.x, self.weak, self.strong, self.distill, self.s, self.y, self.idx)))
 
 
+def view_input(batch: Batch, view: str) -> torch.Tensor:
+    """The batch's tensor of ``view`` (an algorithm's ``views`` entry; "original" is ``x``)."""
+    return batch.x if view == "original" else getattr(batch, view)
+
+
 class Algorithm(nn.Module):
     """Base class: a featurizer + linear classifier trained with Adam(lr, weight_decay), as in the official code.
 
@@ -158,12 +163,13 @@ class Algorithm(nn.Module):
 
 
 class LossAlgorithm(Algorithm):
-    """An algorithm whose step is a loss on the weak view's logits, optionally with per-row confidences.
+    """An algorithm whose step is a loss on its views' logits, optionally with per-row confidences.
 
-    ``train_step``: ``loss(logits, s, w)`` (w: the rows' confidences (B, q) or None) -> Adam step; then, for
-    algorithms that keep confidences, the same batch is re-forwarded without gradients (train mode, as in the
-    official code) and ``refresh(logits, s, w)`` gives the rows' new confidences; then ``after_step()``. A batch
-    ``skipped(s)`` says is skipped whole. These hooks are all a subclass changes, so stacked training
+    ``train_step``: one forward of each view in ``views``, in that order (weak; or weak then strong), then
+    ``loss(*logits, s, w)`` (w: the rows' confidences (B, q) or None) -> Adam step; then, for algorithms that keep
+    confidences, the same views are re-forwarded without gradients (train mode, as in the official code) and
+    ``refresh(*logits, s, w)`` gives the rows' new confidences; then ``after_step()``. A batch ``skipped(s)`` says
+    is skipped whole. These hooks are all a subclass changes, so stacked training
     (``plench.protocol.train_runs_batched``) can run the step for many configurations at once. Keeping the loss and the
     refresh as functions of tensors keeps them testable on hand-made logits. Both receive float32 logits (the
     network's bf16 output cast under mixed precision), so losses and confidences are computed in float32.
@@ -181,11 +187,12 @@ class LossAlgorithm(Algorithm):
         return self.uniform_confidence()
 
     def loss(self, logits: torch.Tensor, s: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
-        """Scalar training loss for logits (B, q), candidate sets s (B, q) and confidences w (B, q) or None."""
+        """Scalar training loss for logits (B, q) (one argument per view in ``views``: ``loss(weak, strong, s, w)``
+        for two), candidate sets s (B, q) and confidences w (B, q) or None."""
         raise NotImplementedError
 
     def refresh(self, logits: torch.Tensor, s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """New confidences (B, q) of the batch rows after the step."""
+        """New confidences (B, q) of the batch rows after the step (logits: one argument per view, as ``loss``)."""
         raise NotImplementedError
 
     def skipped(self, s: torch.Tensor) -> torch.Tensor | None:
@@ -201,10 +208,11 @@ class LossAlgorithm(Algorithm):
         if skip is not None and bool(skip):
             return {"loss": 0.0}
         w = self.confidence[batch.idx] if self.uses_confidence else None
-        value = self.step(self.optimizer, self.loss(self.network(batch.weak).float(), batch.s, w))
+        inputs = [view_input(batch, view) for view in self.views]
+        value = self.step(self.optimizer, self.loss(*(self.network(x).float() for x in inputs), batch.s, w))
         if self.uses_confidence:
             with torch.no_grad():
-                fresh = self.network(batch.weak).float()
-                self.confidence[batch.idx] = self.refresh(fresh, batch.s, w).to(self.confidence.dtype)
+                fresh = [self.network(x).float() for x in inputs]
+                self.confidence[batch.idx] = self.refresh(*fresh, batch.s, w).to(self.confidence.dtype)
         self.after_step()
         return {"loss": value}

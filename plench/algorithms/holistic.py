@@ -61,7 +61,7 @@ from torch import nn
 
 from plench import networks
 from plench.algorithms import register
-from plench.algorithms.base import Algorithm, Batch, float32_math, full_precision
+from plench.algorithms.base import Algorithm, Batch, LossAlgorithm, float32_math, full_precision
 from plench.algorithms.contrastive import (TEMPERATURE, FeatureQueue, MoCoPair, ProjectedEncoder, infonce_loss,
                                            supcon_loss)
 from plench.algorithms.vanilla_pll import renormalise_within, weighted_ce
@@ -170,23 +170,23 @@ def crdpll_confidence(p_weak: torch.Tensor, p_strong: torch.Tensor, s: torch.Ten
 
 
 @register
-class CRDPLL(Algorithm):
+class CRDPLL(LossAlgorithm):
     """CRDPLL (Wu et al., 2022): ``lambda_t [KL(w||p_weak) + KL(w||p_strong)] + non_candidate_loss(z_weak, s)``.
 
     ``lambda_t = consistency_weight(t, max_steps, lam)``. After the step both views are re-forwarded and
-    ``w <- crdpll_confidence(p_weak, p_strong, s)``.
+    ``w <- crdpll_confidence(p_weak, p_strong, s)``. A ``LossAlgorithm`` of two views (the weak view's forward,
+    then the strong one's, as the official step), so its configurations train as one stack.
     """
 
     name, display, group = "CRDPLL", "CRDPLL", "holistic PLL"
     views = ("weak", "strong")
     tabular = False
+    uses_confidence = True
     required_hparams: ClassVar[tuple[str, ...]] = ("lam",)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         _require(self, self.required_hparams)
-        self.register_buffer("confidence", self.uniform_confidence())
-        self.optimizer = self.make_optimizer()
 
     def loss(self, logits_weak: torch.Tensor, logits_strong: torch.Tensor, s: torch.Tensor,
              w: torch.Tensor) -> torch.Tensor:
@@ -195,14 +195,10 @@ class CRDPLL(Algorithm):
         consistency = kl_to_targets(logits_weak, w) + kl_to_targets(logits_strong, w)
         return lam * consistency + non_candidate_loss(logits_weak, s)
 
-    def train_step(self, batch: Batch) -> dict[str, float]:
-        loss = self.loss(self.network(batch.weak), self.network(batch.strong), batch.s, self.confidence[batch.idx])
-        value = self.step(self.optimizer, loss)
-        with torch.no_grad():
-            p_weak = F.softmax(self.network(batch.weak).float(), 1)
-            p_strong = F.softmax(self.network(batch.strong).float(), 1)
-            self.confidence[batch.idx] = crdpll_confidence(p_weak, p_strong, batch.s).to(self.confidence.dtype)
-        return {"loss": value}
+    def refresh(self, logits_weak: torch.Tensor, logits_strong: torch.Tensor, s: torch.Tensor,
+                w: torch.Tensor) -> torch.Tensor:
+        """``crdpll_confidence`` of the re-forwarded views' probabilities (B, q)."""
+        return crdpll_confidence(F.softmax(logits_weak, 1), F.softmax(logits_strong, 1), s)
 
 
 # -- DIRK -------------------------------------------------------------------------------------------------------

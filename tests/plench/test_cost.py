@@ -18,7 +18,7 @@ from shared import runlog
 from shared.cost import batched
 from shared.errors import ConfigError
 from shared.profiles import notebook_settings
-from shared.workloads import PLENCH_IMAGE_PASSES
+from shared.workloads import PLENCH_IMAGE_PASSES, PLENCH_STACKED
 
 NOTEBOOKS = ("00_datasets", "01_selection_theory", "02_tabular", "03_image", "04_validation_use")
 
@@ -178,6 +178,13 @@ def test_views_are_those_the_algorithm_builds(algorithm, views):
 def test_image_algorithms_views_agree_with_the_workload_registry():
     for name, (_, _, augment) in PLENCH_IMAGE_PASSES.items():
         assert "_".join(ALGORITHMS[name].views) == augment, name
+
+
+def test_the_workload_registry_knows_which_image_algorithms_stack():
+    """``gpu_check`` measures the stacked steps of ``PLENCH_STACKED`` (it cannot import the trainer on a bare GPU
+    box): the set must be the one the trainer stacks, CRDPLL (two views) included."""
+    stacking = {name for name in PLENCH_IMAGE_PASSES if protocol.algorithm_stacks(name)}
+    assert stacking == set(PLENCH_STACKED) and "CRDPLL" in stacking and "DIRK" not in stacking
 
 
 def test_stacked_steps_make_the_passes_of_a_run_alone():

@@ -9,7 +9,7 @@ from sklearn.datasets import load_digits
 
 from plench.augment import (
     BATCHED_OPS, CIFAR_MEAN, CIFAR_STD, DIGITS_MEAN, DIGITS_STD, RANDAUGMENT_OPS, VIEW_NAMES, CifarViews, DigitsViews,
-    TabularViews, cutout, rand_augment, rand_augment_per_image, random_resized_crop, views_for, _resized_crop_box,
+    MemberGenerators, TabularViews, cutout, rand_augment, rand_augment_per_image, random_resized_crop, views_for, _resized_crop_box,
 )
 from torchvision.transforms.v2 import functional as TF
 from plench.data import (
@@ -405,6 +405,23 @@ def test_batched_randaugment_draws_what_the_per_image_one_draws():
         diff = (batched.int() - alone.int()).abs()
         assert (diff > 0).float().mean() < 1e-3  # the same ops, magnitudes and Cutout squares
         assert not torch.equal(batched, rand_augment(images, 3, gen(seed + 10)))
+
+
+@pytest.mark.parametrize("size, channels", [(32, 3), (8, 1)])
+def test_members_views_built_together_are_each_members_own_bit_for_bit(size, channels):
+    """Stacked runs build a view once for their concatenated batches (``MemberGenerators``): member g's rows are
+    exactly the view its run alone draws from its own generator, for every view of both recipes."""
+    views, members, rows = views_for("image", size), 3, 24
+    raws = [torch.randint(0, 256, (rows, size, size, channels), dtype=torch.uint8, generator=gen(10 + g))
+            for g in range(members)]
+    for name in VIEW_NAMES:
+        together = views[name](torch.cat(raws), generator=MemberGenerators([gen(g) for g in range(members)], rows))
+        for g, raw in enumerate(raws):
+            assert torch.equal(together[g * rows:(g + 1) * rows], views[name](raw, generator=gen(g))), (name, g)
+    other = views.strong(torch.cat(raws), generator=MemberGenerators([gen(g + 1) for g in range(members)], rows))
+    assert not torch.equal(other[:rows], views.strong(raws[0], generator=gen(0)))  # the draws are the members'
+    with pytest.raises(ConfigError, match="concatenated batches"):
+        views.weak(torch.cat(raws[:2]), generator=MemberGenerators([gen(g) for g in range(members)], rows))
 
 
 def test_batched_resized_crop_is_torchvisions_float_resize_exactly_and_its_uint8_one_within_a_level():

@@ -79,6 +79,31 @@ def test_crdpll_trains_with_confidences_on_candidates(digits_pll):
     assert float((algorithm.confidence != algorithm.uniform_confidence()).any(1).float().mean()) > 0.5
 
 
+def test_crdpll_step_is_the_official_step(digits_pll):
+    """The official step written out (forward weak, forward strong, loss, Adam, re-forward both, refresh), against
+    CRDPLL's ``LossAlgorithm`` step: same weights, BatchNorm statistics and confidences after 5 steps. The order of
+    the forwards matters: each moves the running statistics."""
+    algorithm = build("CRDPLL", digits_pll, **IMAGE, steps=40, lr=3e-3)
+    official = copy.deepcopy(algorithm)
+    for b in digits_pll.batches(5, 64, image=True, seed=3):
+        algorithm.update(b)
+        net, w = official.network, official.confidence[b.idx]
+        lam = H.consistency_weight(official.curr_iter, official.max_steps, 1.0)
+        weak, strong = net(b.weak), net(b.strong)
+        loss = lam * (H.kl_to_targets(weak, w) + H.kl_to_targets(strong, w)) + H.non_candidate_loss(weak, b.s)
+        official.optimizer.zero_grad()
+        loss.backward()
+        official.optimizer.step()
+        with torch.no_grad():
+            official.confidence[b.idx] = H.crdpll_confidence(F.softmax(net(b.weak), 1), F.softmax(net(b.strong), 1),
+                                                             b.s)
+        official.curr_iter += 1
+    assert algorithm.curr_iter == 5 and official.curr_iter == 5
+    for (name, mine), theirs in zip(algorithm.state_dict().items(), official.state_dict().values()):
+        assert torch.equal(mine, theirs), name
+    assert not torch.equal(algorithm.confidence, algorithm.uniform_confidence())
+
+
 # -- ABLE ---------------------------------------------------------------------------------------------------
 def direct_ambiguity_loss(features, probs, s, w, temperature):
     """The official ConLoss written out with loops over (row, candidate) pairs and anchors (base temperature 0.07)."""
