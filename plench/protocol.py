@@ -352,20 +352,29 @@ def train_run(dataset: PLLDataset, algorithm: str, *, arch: str, hparams_seed: i
 def batching_obstacle(model: Algorithm) -> str | None:
     """Why ``model`` cannot be trained by ``train_runs_batched`` (None if it can)."""
     cls = type(model)
-    if not isinstance(model, LossAlgorithm):
+    own = cls.stacked_step.__func__ is not Algorithm.stacked_step.__func__  # the class stacks its own step
+    if not own and not isinstance(model, LossAlgorithm):
         return f"{cls.__name__} is not a LossAlgorithm"
-    for method, base in (("train_step", LossAlgorithm), ("update", Algorithm), ("predict", Algorithm)):
-        if getattr(cls, method) is not getattr(base, method):
+    for method, base in (("train_step", None if own else LossAlgorithm), ("update", Algorithm),
+                         ("predict", Algorithm)):
+        if base is not None and getattr(cls, method) is not getattr(base, method):
             return f"{cls.__name__} overrides {method}()"
     network = {id(p) for p in model.network.parameters()}
-    if {id(p) for p in model.parameters()} != network:
+    if not own and {id(p) for p in model.parameters()} != network:
         return f"{cls.__name__} has parameters outside its network"
     opt = model.optimizer
+    trained = {id(p) for p in opt.param_groups[0]["params"]}
     if type(opt) is not torch.optim.Adam or len(opt.param_groups) != 1 or any(
             opt.param_groups[0].get(flag) for flag in ("amsgrad", "maximize", "decoupled_weight_decay")) \
-            or {id(p) for p in opt.param_groups[0]["params"]} != network:
+            or (trained != network if not own else not network <= trained):
         return f"{cls.__name__}'s optimizer is not one plain Adam over its network"
     return None
+
+
+def stack_shape(algorithm: str, hparams: Mapping[str, Any]) -> tuple:
+    """What runs of ``algorithm`` must share to train as one stack: its ``stack_hparams`` (batch size; DIRK's
+    ``feat_dim`` too), from a run's hyperparameters."""
+    return tuple(hparams[name] for name in ALGORITHMS[algorithm].stack_hparams)
 
 
 @functools.cache
@@ -397,9 +406,14 @@ def _batched_group(members: list[dict], models: list[Algorithm], hparams: list[d
                           "use precision fp32 (or auto) on the CPU, or batched false")
     if device.type == "cuda":  # mem_gb is this stack's peak, not the process's
         torch.cuda.reset_peak_memory_stats(device)
-    stack = StackedMLP([m.network for m in models]) if tabular else StackedNetwork([m.network for m in models])
-    adam = StackedAdam(stack.params, [m.optimizer for m in models])
-    precision, refresh, views = models[0].precision, models[0].uses_confidence, models[0].views
+    own = type(models[0]).stacked_step(models)  # an algorithm's own stacked step (DIRK), else LossAlgorithm's
+    if own is not None:
+        stack = own
+    else:
+        stack = StackedMLP([m.network for m in models]) if tabular else StackedNetwork([m.network for m in models])
+        adam = StackedAdam(stack.params, [m.optimizer for m in models])
+    precision, views = models[0].precision, models[0].views
+    refresh = getattr(models[0], "uses_confidence", False)
     loaders = [CyclicLoader(len(d.train_x), batch_size, a["seed"]) for d, a in zip(data, members)]
     if tabular:  # the features are the inputs: one gather for every member
         train_x = torch.stack([d.train_x for d in data]).to(device)  # (G, n_train, d): same dataset, same split sizes
@@ -413,6 +427,8 @@ def _batched_group(members: list[dict], models: list[Algorithm], hparams: list[d
     writers = [None if out is None else runs.RecordWriter(out) for out in out_dirs]
 
     def member_predict(g: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        if own is not None:
+            return own.predictor(g)
         network = stack.member(g)
 
         def predict(x: torch.Tensor) -> torch.Tensor:  # Algorithm.predict's: float32 logits
@@ -430,40 +446,43 @@ def _batched_group(members: list[dict], models: list[Algorithm], hparams: list[d
             else:
                 batches = make_member_batches(data, [next(loader) for loader in loaders], views, device, augments)
                 s, idx = torch.stack([b.s for b in batches]), torch.stack([b.idx for b in batches])
-            # one (G, B, ...) input per view the algorithm reads, forwarded in its order (tabular: each is x)
-            inputs = [x] * len(views) if tabular else \
-                [torch.stack([view_input(b, view) for b in batches]) for view in views]
-            w = [m.confidence[i] if m.uses_confidence else None for m, i in zip(models, idx)]
-            skips = [m.skipped(s[g]) for g, m in enumerate(models)]
-            active = None if skips[0] is None else [not skip for skip in torch.stack(skips).tolist()]
-            # a member that skips this step is left as its run would be: no update, and (the stack still forwards
-            # its batch) its BatchNorm statistics put back
-            kept = None if active is None or all(active) or tabular else \
-                {name: b.clone() for name, b in stack.buffers.items()}
-            loss_values = [0.0] * G
-            if active is None or any(active):
-                with autocast(device, precision):  # as LossAlgorithm: losses and refreshes on float32 logits
-                    logits = [stack.forward(x).float() for x in inputs]
-                    losses = torch.stack([m.loss(*(z[g] for z in logits), s[g], w[g]).float()
-                                          if active is None or active[g] else logits[0].new_zeros(())
-                                          for g, m in enumerate(models)])
-                adam.step(torch.autograd.grad(losses.sum(), stack.params), active)
-                with torch.no_grad():
-                    if refresh:  # LossAlgorithm's re-forward, in train mode (BatchNorm's statistics move as a run's)
-                        with autocast(device, precision):
-                            fresh = [stack.forward(x).float() for x in inputs]
-                    for g, m in enumerate(models):
-                        if active is None or active[g]:
-                            if m.uses_confidence:
-                                m.confidence[idx[g]] = m.refresh(*(z[g] for z in fresh), s[g], w[g]).to(
-                                    m.confidence.dtype)
-                            m.after_step()
-                loss_values = losses.detach().tolist()
-            if kept is not None:
-                for name, before in kept.items():
-                    for g in range(G):
-                        if not active[g]:
-                            stack.buffers[name][g].copy_(before[g])
+            if own is not None:
+                loss_values = own(batches)
+            else:
+                # one (G, B, ...) input per view the algorithm reads, forwarded in its order (tabular: each is x)
+                inputs = [x] * len(views) if tabular else \
+                    [torch.stack([view_input(b, view) for b in batches]) for view in views]
+                w = [m.confidence[i] if m.uses_confidence else None for m, i in zip(models, idx)]
+                skips = [m.skipped(s[g]) for g, m in enumerate(models)]
+                active = None if skips[0] is None else [not skip for skip in torch.stack(skips).tolist()]
+                # a member that skips this step is left as its run would be: no update, and (the stack still forwards
+                # its batch) its BatchNorm statistics put back
+                kept = None if active is None or all(active) or tabular else \
+                    {name: b.clone() for name, b in stack.buffers.items()}
+                loss_values = [0.0] * G
+                if active is None or any(active):
+                    with autocast(device, precision):  # as LossAlgorithm: losses and refreshes on float32 logits
+                        logits = [stack.forward(x).float() for x in inputs]
+                        losses = torch.stack([m.loss(*(z[g] for z in logits), s[g], w[g]).float()
+                                              if active is None or active[g] else logits[0].new_zeros(())
+                                              for g, m in enumerate(models)])
+                    adam.step(torch.autograd.grad(losses.sum(), stack.params), active)
+                    with torch.no_grad():
+                        if refresh:  # LossAlgorithm's re-forward, in train mode (BatchNorm statistics move as a run's)
+                            with autocast(device, precision):
+                                fresh = [stack.forward(x).float() for x in inputs]
+                        for g, m in enumerate(models):
+                            if active is None or active[g]:
+                                if m.uses_confidence:
+                                    m.confidence[idx[g]] = m.refresh(*(z[g] for z in fresh), s[g], w[g]).to(
+                                        m.confidence.dtype)
+                                m.after_step()
+                    loss_values = losses.detach().tolist()
+                if kept is not None:
+                    for name, before in kept.items():
+                        for g in range(G):
+                            if not active[g]:
+                                stack.buffers[name][g].copy_(before[g])
             for m in models:
                 m.curr_iter += 1
             elapsed = (time.perf_counter() - start) / G
@@ -529,9 +548,11 @@ def train_runs_batched(dataset: PLLDataset, algorithm: str, configs: Sequence[tu
                for h, t in configs]
     setups = [setup_run(dataset, algorithm, args, device) for args in members]
     obstacle = batching_obstacle(setups[0][2])
-    if stack is not None and (obstacle is not None or len({int(h["batch_size"]) for h, _, _ in setups}) > 1):
+    shapes = [stack_shape(algorithm, h) for h, _, _ in setups]
+    if stack is not None and (obstacle is not None or len(set(shapes)) > 1):
+        names = " and ".join(ALGORITHMS[algorithm].stack_hparams)
         raise ConfigError(f"stack {stack}: {algorithm}'s runs cannot be trained as one stack "
-                          f"({obstacle or 'their batch sizes differ'}); list them with sweep_args")
+                          f"({obstacle or f'their {names} differ'}); list them with sweep_args")
     if obstacle is not None:
         warnings.warn(f"train_runs_batched: {algorithm} cannot be batched ({obstacle}); training "
                       f"{len(configs)} runs one by one", stacklevel=2)
@@ -540,10 +561,10 @@ def train_runs_batched(dataset: PLLDataset, algorithm: str, configs: Sequence[tu
                           hparams_overrides=hparams_overrides, eval_batch_size=eval_batch_size, precision=precision)
                 for (h, t), out in zip(configs, out_dirs)]
     results: list[list[dict] | None] = [None] * len(configs)
-    by_batch_size: dict[int, list[int]] = defaultdict(list)
-    for i, (hparams, _, _) in enumerate(setups):
-        by_batch_size[int(hparams["batch_size"])].append(i)
-    for group in by_batch_size.values():
+    by_shape: dict[tuple, list[int]] = defaultdict(list)
+    for i, shape in enumerate(shapes):
+        by_shape[shape].append(i)
+    for group in by_shape.values():
         hparams, data, models = zip(*(setups[i] for i in group))
         for i, recs in zip(group, _batched_group([members[i] for i in group], list(models), list(hparams), list(data),
                                                  [out_dirs[i] for i in group], device, eval_batch_size)):
@@ -708,7 +729,8 @@ def sweep_tasks(todo: Sequence[tuple[dict, object]], *, batched: bool | str = Fa
     """The runs ``todo`` = [(run_args, run_dir), ...] as tasks: a task of several runs is trained together
     (``train_runs_batched``), a task of one run alone. Runs share a task when ``batching_pays`` for their batch
     size and dataset width (``widths``: dataset name -> ``data_width``, needed with "auto", which batches MLPs
-    only) and they have the same dataset, algorithm, steps and batch size (at most ``max_group`` per task)."""
+    only) and they have the same dataset, algorithm, steps, batch size and the algorithm's other ``stack_hparams``
+    (at most ``max_group`` per task)."""
     if batched not in BATCHED_CHOICES:
         raise unknown_choice("batched", batched, BATCHED_CHOICES)
     groups: dict[tuple, list[tuple[dict, str]]] = defaultdict(list)
@@ -720,7 +742,12 @@ def sweep_tasks(todo: Sequence[tuple[dict, object]], *, batched: bool | str = Fa
                              hparam_for("batch_size", args["algorithm"], args["arch"], hparams_seed=args["hparams_seed"],
                                         trial_seed=args["trial_seed"], dataset=args["dataset"], compat=args["compat"]))
             if batching_pays(batch_size, batched, (widths or {}).get(args["dataset"])):
-                key = (args["dataset"], args["algorithm"], args["steps"], batch_size, args.get("precision"))
+                others = tuple(overrides[name] if name in overrides else
+                               hparam_for(name, args["algorithm"], args["arch"], hparams_seed=args["hparams_seed"],
+                                          trial_seed=args["trial_seed"], dataset=args["dataset"],
+                                          compat=args["compat"])
+                               for name in ALGORITHMS[args["algorithm"]].stack_hparams if name != "batch_size")
+                key = (args["dataset"], args["algorithm"], args["steps"], batch_size, *others, args.get("precision"))
         groups[key].append((args, str(run_dir)))
     return [group[i:i + max_group] for group in groups.values() for i in range(0, len(group), max_group)]
 

@@ -440,11 +440,9 @@ class CifarResNet(Family):
             raise ConfigError(f"{w.key}: width is tiny_cnn's option; {w.arch} has fixed widths")
         if o["stack"] < 1:
             raise ConfigError(f"{w.key}: stack must be >= 1")
-        if o["stack"] > 1 and (w.phase != "train" or o["augment"] not in _PLENCH_AUGMENTS
-                               or o["views"] != len(_PLENCH_AUGMENTS[o["augment"]]) or o["nograd"] not in (0, o["views"])):
-            raise ConfigError(f"{w.key}: stack (plench.protocol.train_runs_batched) trains Plench's loss step: one "
-                              "forward-backward of each view the augment names (views = their number) and, with "
-                              "confidences, one no-grad forward of each again (nograd 0 or views)")
+        if o["stack"] > 1 and (w.phase != "train" or o["augment"] not in _PLENCH_AUGMENTS):
+            raise ConfigError(f"{w.key}: stack (plench.protocol.train_runs_batched) trains Plench's image steps: a "
+                              "train phase with Plench's views (augment weak, weak_strong or weak_strong_distill)")
 
     @staticmethod
     def model(w: Workload):
@@ -563,9 +561,9 @@ class CifarResNet(Family):
 
     def _build_stacked(self, w: Workload, device) -> Step:
         """``stack`` configurations trained as one model (``plench.protocol.train_runs_batched``: ``plench.stacked``'s
-        vmapped network and batched Adam), each on its own batch and views (weak; weak and strong for CRDPLL), one
-        stacked forward per view and, with ``nograd``, the refresh's re-forward of each: ``samples`` counts every
-        member's."""
+        vmapped network and batched Adam), each on its own batch and views (weak; weak and strong for CRDPLL; all
+        three for DIRK), each view built once for the stack: ``views`` stacked forward-backward passes and ``nograd``
+        stacked no-grad forwards (a refresh, a teacher), over the views in turn. ``samples`` counts every member's."""
         torch = _torch()
         F = torch.nn.functional
         from plench.augment import MemberGenerators, views_for
@@ -584,17 +582,17 @@ class CifarResNet(Family):
 
         def forward_backward(xs):
             with _autocast(device, w.precision):
-                loss = sum(F.cross_entropy(stack.forward(x).float().flatten(0, 1), targets.flatten(), reduction="sum")
-                           for x in xs) / w.batch
+                loss = sum(F.cross_entropy(stack.forward(xs[i % len(xs)]).float().flatten(0, 1), targets.flatten(),
+                                           reduction="sum") for i in range(o["views"])) / w.batch
             grads = torch.autograd.grad(loss, stack.params)
             if o["nograd"]:
                 with torch.no_grad(), _autocast(device, w.precision):
-                    for x in xs:
-                        stack.forward(x)
+                    for i in range(o["nograd"]):
+                        stack.forward(xs[i % len(xs)])
             return loss, grads
 
         def compute():
-            return forward_backward([torch.randn(G, w.batch, *w.shape, device=device) for _ in range(o["views"])])
+            return forward_backward([torch.randn(G, w.batch, *w.shape, device=device)])
 
         if device.type == "meta":
             return Step(compute, G * w.batch, compute=compute, amp=amp, model=stack)
@@ -1624,7 +1622,7 @@ PLENCH_IMAGE_PASSES: dict[str, tuple[int, int, str]] = {
 }
 #: The image algorithms ``plench.protocol.train_runs_batched`` stacks (``algorithm_stacks``; a test keeps them equal)
 PLENCH_STACKED = frozenset(("PRODEN", "CAVL", "POP", "LWS", "ABS_MAE", "ABS_GCE", "EXP", "MCL_GCE", "MCL_MSE", "CC",
-                            "PC", "Forward", "NN", "SCL_EXP", "SCL_NL", "L_W", "OP_W", "CRDPLL"))
+                            "PC", "Forward", "NN", "SCL_EXP", "SCL_NL", "L_W", "OP_W", "CRDPLL", "DIRK"))
 
 #: Plench's 9 tabular PALM datasets: (features, classes) from the paper's Table 5 (plench/reported/table5.csv)
 PLENCH_TABULAR = {"Lost": (108, 16), "MSRCv2": (48, 23), "Mirflickr": (1536, 14), "Birdsong": (38, 13),

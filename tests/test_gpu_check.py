@@ -308,11 +308,12 @@ def test_each_family_steps_on_the_cpu(key):
 
 
 @pytest.mark.parametrize("options", ["augment=weak,nograd=1,optimizer=adam,stack=3",
-                                     "augment=weak_strong,nograd=2,optimizer=adam,stack=3,views=2"])
+                                     "augment=weak_strong,nograd=2,optimizer=adam,stack=3,views=2",
+                                     "augment=weak_strong_distill,nograd=2,optimizer=adam,stack=3,views=2"])
 def test_a_stack_of_configurations_steps_on_the_cpu(options, cache_dir):
     """Plench's stacked training (``stack``): every member's batch in one step, its FLOPs the members' sum, its
-    operators one member's (dispatched once for the stack); only the loss step stacks: one forward-backward of each
-    view the augment names (CRDPLL: weak and strong) and the refresh's re-forward of each, or none."""
+    operators one member's (dispatched once for the stack); Plench's image steps stack: the loss step of one or two
+    views (CRDPLL) and DIRK's, each view built once for the stack."""
     w = W.Workload.from_key(f"cifar_resnet/digits_cnn/train/b4/1x8x8/fp32/{options}")
     step = W.build(w, "cpu")
     assert step.samples == 3 * 4
@@ -321,8 +322,7 @@ def test_a_stack_of_configurations_steps_on_the_cpu(options, cache_dir):
     step.close()
     alone = W.unstacked(w)
     assert "stack" not in alone.key and W.flops(w) == pytest.approx(3 * W.flops(alone)) and W.ops(w) == W.ops(alone)
-    for bad in ("augment=weak,stack=3,views=2", "augment=weak_strong,stack=3", "augment=none,stack=3",
-                "augment=weak_strong,nograd=1,stack=3,views=2"):
+    for bad in ("augment=none,stack=3", "augment=crop_flip,stack=3"):
         with pytest.raises(ConfigError, match="stack"):
             W.Workload.from_key(f"cifar_resnet/digits_cnn/train/b4/1x8x8/fp32/{bad}")
 

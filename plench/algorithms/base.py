@@ -102,6 +102,8 @@ class Algorithm(nn.Module):
     group: ClassVar[str]
     views: ClassVar[tuple[str, ...]] = ("weak",)
     tabular: ClassVar[bool] = True  # usable without image augmentations (Tables 7, 9-16)
+    #: hyperparameters that shape a step (tensor sizes): only runs that agree on them train as one stack
+    stack_hparams: ClassVar[tuple[str, ...]] = ("batch_size",)
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int, train_S: torch.Tensor, hparams: dict, *,
                  arch: str, steps: int, compat: bool = True, precision: str = "fp32"):
@@ -129,6 +131,14 @@ class Algorithm(nn.Module):
 
     def train_step(self, batch: Batch) -> dict[str, float]:
         raise NotImplementedError
+
+    @classmethod
+    def stacked_step(cls, models: list[Algorithm]):
+        """The step of G runs of this algorithm trained as one (``plench.protocol.train_runs_batched``), for an
+        algorithm that is not a ``LossAlgorithm``; None (the default) where it has none. It takes a list of the
+        members' Batches and returns their losses (G floats), and ``predictor(g)`` gives member g's logits (n, q)
+        for inputs (n, ...); ``train()`` / ``eval()`` set the mode. See ``holistic.StackedDIRK``."""
+        return None
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         """Logits (n, q) for inputs x (float32; the forward under autocast when the precision is bf16)."""
