@@ -220,14 +220,18 @@ class PiCO(Algorithm):
         self.register_buffer("confidence", self.uniform_confidence())
         self.optimizer = self.make_optimizer(self.moco.query.parameters())
 
+    stack_hparams: ClassVar[tuple[str, ...]] = ("batch_size", "feat_dim")  # the projection head's width
+
     def train_step(self, batch: Batch) -> dict[str, float]:
-        out = self.moco_forward(batch)
+        return {"loss": self.step(self.optimizer, self.step_loss(self.moco_forward(batch), batch))}
+
+    def step_loss(self, out: MoCoOutput, batch: Batch) -> torch.Tensor:
+        """The step's loss from its MoCo forward; from ``prot_start`` on, the batch rows' confidences move first."""
         started = self.curr_iter >= self.hparams["prot_start"]
         if started:
             self.update_confidence(batch.idx, self.confidence_target(F.softmax(out.prot_sim, 1), batch.s))
-        loss = (soft_cross_entropy(out.logits, self.confidence[batch.idx]).mean()
+        return (soft_cross_entropy(out.logits, self.confidence[batch.idx]).mean()
                 + self.hparams["loss_weight"] * self.contrastive_loss(out, started))
-        return {"loss": self.step(self.optimizer, loss)}
 
     def moco_forward(self, batch: Batch, reliable: torch.Tensor | None = None) -> MoCoOutput:
         """Query forward, prototype update, key-encoder EMA, key forward and queue push, in the code's order.
@@ -236,20 +240,38 @@ class PiCO(Algorithm):
         move the prototypes. None: every row is reliable.
         """
         logits, q = self.moco.query(batch.weak)
+        within, pseudo, prot_sim = self.pseudo_labels(logits, q, batch.s, reliable)
         with torch.no_grad():
-            with full_precision(q.device.type):  # pseudo-labels and prototypes in float32 under mixed precision
-                probs = F.softmax(logits.float(), 1)
-                within = (probs * batch.s).argmax(1)
-                pseudo = within if reliable is None else torch.where(reliable, within, probs.argmax(1))
-                prot_sim = q.float() @ self.prototypes.T
-                rows = slice(None) if reliable is None else reliable
-                self.prototypes.copy_(ema_prototypes(self.prototypes, q.float()[rows], pseudo[rows],
-                                                     self.hparams["proto_m"]))
             self.moco.momentum_update(self.hparams["moco_m"])
             _, k = self.moco.key(batch.strong)
+        return self.enqueue(logits, q, k, within, pseudo, prot_sim, reliable)
+
+    @torch.no_grad()
+    def pseudo_labels(self, logits: torch.Tensor, q: torch.Tensor, s: torch.Tensor,
+                      reliable: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(within (B,), pseudo (B,), prot_sim (B, q)) of the query's logits and features, then the prototypes'
+        EMA over the (reliable) rows; in float32 under mixed precision."""
+        with full_precision(q.device.type):
+            probs = F.softmax(logits.float(), 1)
+            within = (probs * s).argmax(1)
+            pseudo = within if reliable is None else torch.where(reliable, within, probs.argmax(1))
+            prot_sim = q.float() @ self.prototypes.T
+            rows = slice(None) if reliable is None else reliable
+            self.prototypes.copy_(ema_prototypes(self.prototypes, q.float()[rows], pseudo[rows],
+                                                 self.hparams["proto_m"]))
+        return within, pseudo, prot_sim
+
+    def enqueue(self, logits, q, k, within, pseudo, prot_sim, reliable=None) -> MoCoOutput:
+        """The step's MoCoOutput, with the queue as it was, then the keys pushed."""
         queue = self.queue.snapshot()
         self.queue.push(k, pseudo, reliable)
         return MoCoOutput(logits, q, k, within, pseudo, prot_sim, *queue)
+
+    @classmethod
+    def stacked_step(cls, models: list[PiCO]):
+        """PiCO's own stacked step (``StackedPiCO``); PiCO+ and ALIM have none (their ``update`` and mixup draws
+        are their own)."""
+        return StackedPiCO(models) if cls is PiCO else None
 
     def contrastive_loss(self, out: MoCoOutput, started: bool) -> torch.Tensor:
         """InfoNCE before ``prot_start``; SupCon with same-pseudo-label positives from then on."""
@@ -271,6 +293,60 @@ class PiCO(Algorithm):
     def update_confidence(self, idx: torch.Tensor, target: torch.Tensor) -> None:
         m = self.conf_ema_m()
         self.confidence[idx] = m * self.confidence[idx] + (1 - m) * target
+
+
+class StackedPiCO:
+    """G PiCO runs' steps as one (``plench.protocol.train_runs_batched``): the query encoders and their momentum key
+    encoders are stacked (``plench.stacked.StackedNetwork``), so the query forward (weak view), the key forward
+    (strong view), the backward, the Adam update and the keys' EMA run once for every member, in
+    ``PiCO.moco_forward``'s order. Each member's pseudo-labels, prototypes, queue, confidences and loss stay its own,
+    computed by its own ``PiCO``. Why: PiCO's step is two small forwards, bound by operator dispatch on a GPU."""
+
+    def __init__(self, models: list[PiCO]):
+        from plench.stacked import StackedAdam, StackedNetwork
+
+        self.models = models
+        self.query = StackedNetwork([m.moco.query for m in models])
+        self.key = StackedNetwork([m.moco.key for m in models])
+        self.adam = StackedAdam(self.query.params, [m.optimizer for m in models])
+        device = self.query.params[0].device
+        # MoCoPair.momentum_update's key * m + (1 - m) * query, its 1 - m taken in Python floats as there
+        self.momentum = torch.tensor([float(m.hparams["moco_m"]) for m in models], device=device)
+        self.rest = torch.tensor([1 - float(m.hparams["moco_m"]) for m in models], device=device)
+
+    def train(self) -> None:
+        self.query.train()
+
+    def eval(self) -> None:
+        self.query.eval()
+
+    def __call__(self, batches: list[Batch]) -> list[float]:
+        models = self.models
+        weak, strong = (torch.stack([getattr(b, view) for b in batches]) for view in ("weak", "strong"))
+        device = weak.device
+        with models[0].autocast(device.type):
+            logits, q = self.query.forward(weak)
+            labels = [m.pseudo_labels(logits[g], q[g], b.s) for g, (m, b) in enumerate(zip(models, batches))]
+            with torch.no_grad():
+                for key, query in zip(self.key.params, self.query.params):
+                    shape = (-1,) + (1,) * (key.dim() - 1)
+                    key.mul_(self.momentum.view(shape)).addcmul_(query, self.rest.view(shape))
+                _, k = self.key.forward(strong)
+            losses = torch.stack([m.step_loss(m.enqueue(logits[g], q[g], k[g], *labels[g]), b).float()
+                                  for g, (m, b) in enumerate(zip(models, batches))])
+        with full_precision(device.type):  # as Algorithm.step: gradients and Adam in float32
+            self.adam.step(torch.autograd.grad(losses.sum(), self.query.params))
+        return losses.detach().tolist()
+
+    def predictor(self, g: int):
+        """Member g's query encoder in eval mode: logits (n, q) for inputs (n, ...), as ``Algorithm.predict``."""
+        network, model = self.query.member(g), self.models[g]
+
+        def predict(x: torch.Tensor) -> torch.Tensor:
+            with model.autocast(x.device.type):
+                return network(x)[0].float()
+
+        return predict
 
 
 class _CurrIterNeverAdvances:

@@ -307,26 +307,31 @@ def test_stacked_conv_nets_match_separate_runs(algorithm, tmp_path):
     assert [r["loss"] for r in batched[0]] != [r["loss"] for r in batched[1]]  # members did not mix
 
 
-def test_stacked_dirk_matches_separate_runs_and_stacks_only_runs_of_one_feature_width(tmp_path):
-    """DIRK has its own stacked step (``StackedDIRK``): students and EMA teachers stacked, each member's queue and
-    schedule its own, both sides of ``prot_start`` (6 here). Runs whose projection heads differ (``feat_dim``)
-    form separate stacks. Measured: losses agree to ~1e-7 relative, every metric equal."""
+@pytest.mark.parametrize("algorithm", ["DIRK", "PiCO"])
+def test_algorithms_with_their_own_stacked_step_match_separate_runs_in_stacks_of_one_feature_width(algorithm,
+                                                                                                   tmp_path):
+    """DIRK and PiCO have their own stacked steps (``StackedDIRK``, ``StackedPiCO``): the encoders and their EMA
+    teachers or momentum keys stacked, each member's queue, prototypes, confidences and schedule its own, both sides
+    of ``prot_start`` (6 here). Runs whose projection heads differ (``feat_dim``) form separate stacks. Measured:
+    losses agree to ~1e-7 relative, metrics to a row. PiCO+ and ALIM (their own ``update``, mixup draws from the
+    global generator) train alone."""
     ds, overrides = image_digits(), {"batch_size": 32, "prot_start": 6, "moco_queue": 64}
     configs = [(0, 0), (1, 0), (3, 1), (4, 0), (2, 1)]
-    widths = [hparams_for("DIRK", "digits_cnn", hparams_seed=h, trial_seed=t, dataset=ds.name)["feat_dim"]
+    widths = [hparams_for(algorithm, "digits_cnn", hparams_seed=h, trial_seed=t, dataset=ds.name)["feat_dim"]
               for h, t in configs]
     common = {"arch": "digits_cnn", "steps": 12, "checkpoint_freq": 5, "hparams_overrides": overrides}
-    separate = [protocol.train_run(ds, "DIRK", hparams_seed=h, trial_seed=t, out_dir=tmp_path / f"s{i}", **common)
+    separate = [protocol.train_run(ds, algorithm, hparams_seed=h, trial_seed=t, out_dir=tmp_path / f"s{i}", **common)
                 for i, (h, t) in enumerate(configs)]
-    batched = protocol.train_runs_batched(ds, "DIRK", configs, out_dirs=[tmp_path / f"b{i}" for i in range(5)],
+    batched = protocol.train_runs_batched(ds, algorithm, configs, out_dirs=[tmp_path / f"b{i}" for i in range(5)],
                                           **common)
     for b, s in zip(batched, separate):
         assert_close_records(b, s)
     assert [b[0]["group_size"] for b in batched] == [widths.count(w) for w in widths]
     assert max(widths.count(w) for w in widths) >= 2 and len(set(widths)) >= 2
-    assert protocol.algorithm_stacks("DIRK") and not protocol.algorithm_stacks("PiCO")
+    assert protocol.algorithm_stacks(algorithm)
+    assert not protocol.algorithm_stacks("PiCO_plus") and not protocol.algorithm_stacks("ALIM")
     with pytest.raises(ConfigError, match="feat_dim differ"):
-        protocol.train_runs_batched(ds, "DIRK", configs, out_dirs=[None] * 5, stack="abc", **common)
+        protocol.train_runs_batched(ds, algorithm, configs, out_dirs=[None] * 5, stack="abc", **common)
 
 
 def test_stacked_members_skip_the_steps_and_keep_the_books_their_runs_do(tmp_path):
