@@ -521,15 +521,18 @@ def train_runs_batched(dataset: PLLDataset, algorithm: str, configs: Sequence[tu
     Each run keeps its own seed, initial weights, split, shuffling, augmentations, confidences, hyperparameters
     and Adam state, and writes the same records to ``out_dirs[i]`` as ``train_run`` would (plus ``group_size``;
     ``step_time`` is the group's step time divided by its size; an ``out_dirs`` entry None: trained, not written).
-    Runs with the same batch size form one group: their networks are stacked (``plench.stacked``: the MLP as
-    ``baddbmm`` products, a convolutional network with ``torch.func.vmap``), every step is one batched forward per
-    view the algorithm reads (CRDPLL: weak, then strong), the members' own ``loss`` on their slices of the logits,
-    one backward of the summed losses (members share no parameter, so each gets its own gradient) and one batched
-    Adam update; algorithms that keep confidences refresh them from a second batched forward of the same views. ``stack`` (``stack_id``) goes into every member's ``args``:
-    a stacked run's identity names its stack, since its last bits depend on it.
+    Runs with the same ``stack_shape`` form one group: their networks are stacked (``plench.stacked``: the MLP as
+    ``baddbmm`` products, a convolutional network with ``torch.func.vmap``), each view is built once for the group
+    (``make_member_batches``), every step is one batched forward per view the algorithm reads (CRDPLL: weak, then
+    strong), the members' own ``loss`` on their slices of the logits, one backward of the summed losses (members
+    share no parameter, so each gets its own gradient) and one batched Adam update; algorithms that keep
+    confidences refresh them from a second batched forward of the same views. ``stack`` (``stack_id``) goes into
+    every member's ``args``: a stacked run's identity names its stack, since its last bits depend on it.
 
-    Only algorithms whose step is exactly ``LossAlgorithm``'s are batched (``batching_obstacle``); others are
-    trained one by one, with a warning saying why. Records match separate runs up to float rounding, not
+    Algorithms whose step is exactly ``LossAlgorithm``'s are batched so, and those that give their own stacked step
+    (``Algorithm.stacked_step``: DIRK, PiCO) with it; runs form groups by the algorithm's ``stack_hparams`` (batch
+    size; DIRK's and PiCO's ``feat_dim`` too). Others (``batching_obstacle``) are trained one by one, with a
+    warning saying why. Records match separate runs up to float rounding, not
     bit for bit: ``baddbmm`` and ``nn.Linear``'s ``addmm`` sum in different orders, and the tiny differences
     can grow over training. Measured on the 1,797 digits (FPS 0.3), 3 runs x 1,000 steps: PRODEN, CC and CAVL
     losses within 3e-4 relative and every accuracy identical; one LWS configuration drifted by up to 2 of 161

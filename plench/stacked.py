@@ -13,6 +13,10 @@ dispatch; the arithmetic is the same.
 * ``StackedAdam``: ``torch.optim.Adam``'s (non-decoupled) update on the stacked tensors, each member with its own
   learning rate and weight decay.
 
+``plench.protocol.train_runs_batched`` runs a ``LossAlgorithm``'s step on them; DIRK and PiCO build their own stacked
+steps from the same pieces (``holistic.StackedDIRK``, ``contrastive.StackedPiCO``: two stacked encoders, one of them
+an EMA of the other).
+
 Each member keeps its own initial weights, inputs and optimizer state; only the order of floating-point sums
 differs from training it alone (a grouped convolution, a batched product), so records agree up to float
 rounding, not bit for bit.

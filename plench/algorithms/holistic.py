@@ -131,6 +131,7 @@ class ABLE(Algorithm):
     views = ("weak", "strong")
     tabular = False
     required_hparams: ClassVar[tuple[str, ...]] = ("feat_dim", "loss_weight", "temperature")
+    stack_hparams: ClassVar[tuple[str, ...]] = ("batch_size", "feat_dim")  # the projection head's width
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -147,15 +148,73 @@ class ABLE(Algorithm):
         return self.confidence[rows]
 
     def train_step(self, batch: Batch) -> dict[str, float]:
-        size = len(batch.idx)
         logits, features = self.encoder(torch.cat([batch.weak, batch.strong]))
+        loss, probs = self.step_loss(logits, features, batch)
+        value = self.step(self.optimizer, loss)
+        self.refresh(probs, batch)
+        return {"loss": value}
+
+    def step_loss(self, logits: torch.Tensor, features: torch.Tensor,
+                  batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(loss, the weak view's probabilities (B, q), float32, detached) from the encoder's outputs for the weak
+        and strong views concatenated: logits (2B, q), features (2B, feat_dim)."""
+        size = len(batch.idx)
         probs = F.softmax(logits[:size].float(), 1).detach()  # float32: the confidences' refresh
         contrastive = ambiguity_contrastive_loss(features, probs, batch.s, self.anchor_confidence(batch.idx),
                                                  float(self.hparams["temperature"]))
-        loss = weighted_ce(logits[:size], self.confidence[batch.idx]) + self.hparams["loss_weight"] * contrastive
-        value = self.step(self.optimizer, loss)
+        return weighted_ce(logits[:size], self.confidence[batch.idx]) + self.hparams["loss_weight"] * contrastive, probs
+
+    def refresh(self, probs: torch.Tensor, batch: Batch) -> None:
+        """After the step: the batch rows' confidences from the probabilities of the forward before it."""
         self.confidence[batch.idx] = renormalise_within(probs, batch.s).to(self.confidence.dtype)
-        return {"loss": value}
+
+    @classmethod
+    def stacked_step(cls, models: list[ABLE]) -> StackedABLE:
+        return StackedABLE(models)
+
+
+class StackedABLE:
+    """G ABLE runs' steps as one (``plench.protocol.train_runs_batched``): the encoders (network + projection head)
+    are stacked (``plench.stacked.StackedNetwork``), so the forward of each member's weak and strong views
+    concatenated, the backward and the Adam update run once for every member; each member's loss and confidences
+    are its own, computed by its own ``ABLE``. Members share ``feat_dim`` and the batch size."""
+
+    def __init__(self, models: list[ABLE]):
+        from plench.stacked import StackedAdam, StackedNetwork
+
+        self.models = models
+        self.encoder = StackedNetwork([m.encoder for m in models])
+        self.adam = StackedAdam(self.encoder.params, [m.optimizer for m in models])
+
+    def train(self) -> None:
+        self.encoder.train()
+
+    def eval(self) -> None:
+        self.encoder.eval()
+
+    def __call__(self, batches: list[Batch]) -> list[float]:
+        models = self.models
+        x = torch.stack([torch.cat([b.weak, b.strong]) for b in batches])  # (G, 2B, ...)
+        with models[0].autocast(x.device.type):
+            logits, features = self.encoder.forward(x)
+            steps = [m.step_loss(logits[g], features[g], b) for g, (m, b) in enumerate(zip(models, batches))]
+            losses = torch.stack([loss.float() for loss, _ in steps])
+        with full_precision(x.device.type):  # as Algorithm.step: gradients and Adam in float32
+            self.adam.step(torch.autograd.grad(losses.sum(), self.encoder.params))
+        with torch.no_grad():
+            for m, b, (_, probs) in zip(models, batches, steps):
+                m.refresh(probs, b)
+        return losses.detach().tolist()
+
+    def predictor(self, g: int):
+        """Member g's encoder in eval mode: logits (n, q) for inputs (n, ...), as ``Algorithm.predict``."""
+        network, model = self.encoder.member(g), self.models[g]
+
+        def predict(x: torch.Tensor) -> torch.Tensor:
+            with model.autocast(x.device.type):
+                return network(x)[0].float()
+
+        return predict
 
 
 # -- CRDPLL -----------------------------------------------------------------------------------------------------

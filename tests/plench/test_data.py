@@ -9,7 +9,8 @@ from sklearn.datasets import load_digits
 
 from plench.augment import (
     BATCHED_OPS, CIFAR_MEAN, CIFAR_STD, DIGITS_MEAN, DIGITS_STD, RANDAUGMENT_OPS, VIEW_NAMES, CifarViews, DigitsViews,
-    MemberGenerators, TabularViews, cutout, rand_augment, rand_augment_per_image, random_resized_crop, views_for, _resized_crop_box,
+    MemberGenerators, TabularViews, cutout, rand_augment, rand_augment_per_image, random_resized_crop, views_for,
+    _resized_crop_box,
 )
 from torchvision.transforms.v2 import functional as TF
 from plench.data import (

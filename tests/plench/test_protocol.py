@@ -307,14 +307,14 @@ def test_stacked_conv_nets_match_separate_runs(algorithm, tmp_path):
     assert [r["loss"] for r in batched[0]] != [r["loss"] for r in batched[1]]  # members did not mix
 
 
-@pytest.mark.parametrize("algorithm", ["DIRK", "PiCO"])
+@pytest.mark.parametrize("algorithm", ["DIRK", "PiCO", "ABLE"])
 def test_algorithms_with_their_own_stacked_step_match_separate_runs_in_stacks_of_one_feature_width(algorithm,
                                                                                                    tmp_path):
-    """DIRK and PiCO have their own stacked steps (``StackedDIRK``, ``StackedPiCO``): the encoders and their EMA
-    teachers or momentum keys stacked, each member's queue, prototypes, confidences and schedule its own, both sides
-    of ``prot_start`` (6 here). Runs whose projection heads differ (``feat_dim``) form separate stacks. Measured:
-    losses agree to ~1e-7 relative, metrics to a row. PiCO+ and ALIM (their own ``update``, mixup draws from the
-    global generator) train alone."""
+    """DIRK, PiCO and ABLE have their own stacked steps (``StackedDIRK``, ``StackedPiCO``, ``StackedABLE``): the
+    encoders (and their EMA teachers or momentum keys) stacked, each member's queue, prototypes, confidences and
+    schedule its own, both sides of ``prot_start`` (6 here). Runs whose projection heads differ (``feat_dim``) form
+    separate stacks. Measured: losses agree to ~1e-7 relative, metrics to a row. PiCO+ and ALIM (their own
+    ``update``, mixup draws from the global generator) train alone."""
     ds, overrides = image_digits(), {"batch_size": 32, "prot_start": 6, "moco_queue": 64}
     configs = [(0, 0), (1, 0), (3, 1), (4, 0), (2, 1)]
     widths = [hparams_for(algorithm, "digits_cnn", hparams_seed=h, trial_seed=t, dataset=ds.name)["feat_dim"]
