@@ -362,10 +362,13 @@ def batching_obstacle(model: Algorithm) -> str | None:
     network = {id(p) for p in model.network.parameters()}
     if not own and {id(p) for p in model.parameters()} != network:
         return f"{cls.__name__} has parameters outside its network"
-    opt = model.optimizer
-    trained = {id(p) for p in opt.param_groups[0]["params"]}
-    if type(opt) is not torch.optim.Adam or len(opt.param_groups) != 1 or any(
-            opt.param_groups[0].get(flag) for flag in ("amsgrad", "maximize", "decoupled_weight_decay")) \
+    # StackedAdam is torch.optim.Adam's plain update of one parameter group: every optimizer must be that, and (a
+    # LossAlgorithm) over exactly the network, or (an own stacked step) the network among what they train
+    optimizers = [v for v in vars(model).values() if isinstance(v, torch.optim.Optimizer)]
+    trained = {id(p) for opt in optimizers for group in opt.param_groups for p in group["params"]}
+    if not optimizers or any(type(opt) is not torch.optim.Adam or len(opt.param_groups) != 1 or any(
+            opt.param_groups[0].get(flag) for flag in ("amsgrad", "maximize", "decoupled_weight_decay"))
+                             for opt in optimizers) \
             or (trained != network if not own else not network <= trained):
         return f"{cls.__name__}'s optimizer is not one plain Adam over its network"
     return None

@@ -1623,7 +1623,7 @@ PLENCH_IMAGE_PASSES: dict[str, tuple[int, int, str]] = {
 #: The image algorithms ``plench.protocol.train_runs_batched`` stacks (``algorithm_stacks``; a test keeps them equal)
 PLENCH_STACKED = frozenset(("PRODEN", "CAVL", "POP", "LWS", "ABS_MAE", "ABS_GCE", "EXP", "MCL_GCE", "MCL_MSE", "CC",
                             "PC", "Forward", "NN", "SCL_EXP", "SCL_NL", "L_W", "OP_W", "CRDPLL", "DIRK", "PiCO",
-                            "ABLE"))
+                            "ABLE", "IDGP"))
 
 #: Plench's 9 tabular PALM datasets: (features, classes) from the paper's Table 5 (plench/reported/table5.csv)
 PLENCH_TABULAR = {"Lost": (108, 16), "MSRCv2": (48, 23), "Mirflickr": (1536, 14), "Birdsong": (38, 13),

@@ -27,7 +27,7 @@ from torch import nn
 
 from plench import networks
 from plench.algorithms import register
-from plench.algorithms.base import Algorithm, Batch, LossAlgorithm
+from plench.algorithms.base import Algorithm, Batch, LossAlgorithm, full_precision
 
 IDGP_EPS = 1e-12  # the official IDGP's epsilon inside logs and normalisers
 ONE_PLUS = 1.0000001  # the official IDGP's "1" inside log(1 - g)
@@ -316,25 +316,86 @@ class IDGP(Algorithm):
         return min(self.curr_iter / self.ramp_steps, 1.0)
 
     def train_step(self, batch: Batch) -> dict[str, float]:
-        x, s, idx = batch.weak, batch.s, batch.idx
-        d, b = self.d[idx].to(s.dtype), self.b[idx].to(s.dtype)
-        if self.curr_iter <= self.warm_up_steps:
-            f_prob = F.softmax(self.network(x).float(), 1)  # float32 logits: the states d, b are float64
-            value = self.step(self.f_optimizer, soft_ce(f_prob, d))
-            g_prob = torch.sigmoid(self.g(x).float())
-            self.step(self.g_optimizer, binary_ce(g_prob, b))
-        else:
-            f_logits, g_logits = self.network(x).float(), self.g(x).float()
-            f_prob, g_prob = F.softmax(f_logits, 1), torch.sigmoid(g_logits)
-            lam = self.consistency_weight()
-            loss_f = (soft_ce(f_prob, d) + soft_ce(f_prob, idgp_flip_weight(g_prob, d, s))
-                      + lam * F.kl_div(F.log_softmax(f_logits, 1), d, reduction="batchmean"))
-            loss_g = (binary_ce(g_prob, b) + idgp_g_with_f(g_prob, f_prob, s)
-                      + lam * F.kl_div(F.logsigmoid(g_logits), b, reduction="batchmean"))
-            value = self.step(self.f_optimizer, loss_f)
-            self.step(self.g_optimizer, loss_g)
-        with torch.no_grad():
-            new_d = f_prob.detach() * s
-            self.d[idx] = (new_d / (new_d.sum(1, keepdim=True) + IDGP_EPS)).double()
-            self.b[idx] = (g_prob.detach() * s).double()
+        # f's and g's losses reach only their own network (the cross terms are detached), so both forwards can come
+        # first: the same numbers as the code's forward f, step f, forward g, step g
+        loss_f, loss_g, f_prob, g_prob = self.step_losses(self.network(batch.weak), self.g(batch.weak), batch)
+        value = self.step(self.f_optimizer, loss_f)
+        self.step(self.g_optimizer, loss_g)
+        self.refresh(f_prob, g_prob, batch)
         return {"loss": value}
+
+    def step_losses(self, f_logits: torch.Tensor, g_logits: torch.Tensor,
+                    batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(loss_f, loss_g, f_prob, g_prob) for f's and g's logits (B, q): the warm-up's CE and BCE, or the full
+        losses afterwards; the probabilities in float32 (the states d, b are float64)."""
+        s, idx = batch.s, batch.idx
+        d, b = self.d[idx].to(s.dtype), self.b[idx].to(s.dtype)
+        f_logits, g_logits = f_logits.float(), g_logits.float()
+        f_prob, g_prob = F.softmax(f_logits, 1), torch.sigmoid(g_logits)
+        if self.curr_iter <= self.warm_up_steps:
+            return soft_ce(f_prob, d), binary_ce(g_prob, b), f_prob, g_prob
+        lam = self.consistency_weight()
+        loss_f = (soft_ce(f_prob, d) + soft_ce(f_prob, idgp_flip_weight(g_prob, d, s))
+                  + lam * F.kl_div(F.log_softmax(f_logits, 1), d, reduction="batchmean"))
+        loss_g = (binary_ce(g_prob, b) + idgp_g_with_f(g_prob, f_prob, s)
+                  + lam * F.kl_div(F.logsigmoid(g_logits), b, reduction="batchmean"))
+        return loss_f, loss_g, f_prob, g_prob
+
+    @torch.no_grad()
+    def refresh(self, f_prob: torch.Tensor, g_prob: torch.Tensor, batch: Batch) -> None:
+        """``d <- normalise(f s)`` and ``b <- g s`` for the batch rows, from the outputs before the step."""
+        s, idx = batch.s, batch.idx
+        new_d = f_prob.detach() * s
+        self.d[idx] = (new_d / (new_d.sum(1, keepdim=True) + IDGP_EPS)).double()
+        self.b[idx] = (g_prob.detach() * s).double()
+
+    @classmethod
+    def stacked_step(cls, models: list[IDGP]) -> StackedIDGP:
+        return StackedIDGP(models)
+
+
+class StackedIDGP:
+    """G IDGP runs' steps as one (``plench.protocol.train_runs_batched``): the f networks and the g networks are
+    stacked (``plench.stacked.StackedNetwork``), so each forward, one backward of every member's two losses and the
+    two batched Adam updates run once for all members; each member's phase, losses and states d, b stay its own,
+    computed by its own ``IDGP``."""
+
+    def __init__(self, models: list[IDGP]):
+        from plench.stacked import StackedAdam, StackedNetwork
+
+        self.models = models
+        self.f, self.g = StackedNetwork([m.network for m in models]), StackedNetwork([m.g for m in models])
+        self.f_adam = StackedAdam(self.f.params, [m.f_optimizer for m in models])
+        self.g_adam = StackedAdam(self.g.params, [m.g_optimizer for m in models])
+
+    def train(self) -> None:
+        self.f.train()
+
+    def eval(self) -> None:
+        self.f.eval()
+
+    def __call__(self, batches: list[Batch]) -> list[float]:
+        models = self.models
+        x = torch.stack([b.weak for b in batches])
+        with models[0].autocast(x.device.type):
+            f_logits, g_logits = self.f.forward(x), self.g.forward(x)
+            steps = [m.step_losses(f_logits[g], g_logits[g], b) for g, (m, b) in enumerate(zip(models, batches))]
+            loss_f = torch.stack([step[0].float() for step in steps])
+            loss_g = torch.stack([step[1].float() for step in steps])
+        with full_precision(x.device.type):  # as Algorithm.step: gradients and Adam in float32
+            grads = torch.autograd.grad(loss_f.sum() + loss_g.sum(), [*self.f.params, *self.g.params])
+            self.f_adam.step(grads[:len(self.f.params)])
+            self.g_adam.step(grads[len(self.f.params):])
+        for m, b, step in zip(models, batches, steps):
+            m.refresh(step[2], step[3], b)
+        return loss_f.detach().tolist()
+
+    def predictor(self, g: int):
+        """Member g's f in eval mode: logits (n, q) for inputs (n, ...), as ``Algorithm.predict``."""
+        network, model = self.f.member(g), self.models[g]
+
+        def predict(x: torch.Tensor) -> torch.Tensor:
+            with model.autocast(x.device.type):
+                return network(x).float()
+
+        return predict

@@ -182,11 +182,11 @@ def test_image_algorithms_views_agree_with_the_workload_registry():
 
 def test_the_workload_registry_knows_which_image_algorithms_stack():
     """``gpu_check`` measures the stacked steps of ``PLENCH_STACKED`` (it cannot import the trainer on a bare GPU
-    box): the set must be the one the trainer stacks, CRDPLL (two views), DIRK, PiCO and ABLE (their own stacked
-    steps) included."""
+    box): the set must be the one the trainer stacks, CRDPLL (two views), DIRK, PiCO, ABLE and IDGP (their own
+    stacked steps) included."""
     stacking = {name for name in PLENCH_IMAGE_PASSES if protocol.algorithm_stacks(name)}
-    assert stacking == set(PLENCH_STACKED) and {"CRDPLL", "DIRK", "PiCO", "ABLE"} <= stacking
-    assert not {"PiCO_plus", "ALIM", "IDGP", "FREDIS", "GA"} & stacking
+    assert stacking == set(PLENCH_STACKED) and {"CRDPLL", "DIRK", "PiCO", "ABLE", "IDGP"} <= stacking
+    assert not {"PiCO_plus", "ALIM", "FREDIS", "GA", "VALEN"} & stacking
 
 
 def test_stacked_steps_make_the_passes_of_a_run_alone():
