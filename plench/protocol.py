@@ -349,12 +349,14 @@ def train_run(dataset: PLLDataset, algorithm: str, *, arch: str, hparams_seed: i
 
 
 # ------------------------------------------------------------------------------------------------ batched runs
-def batching_obstacle(model: Algorithm) -> str | None:
-    """Why ``model`` cannot be trained by ``train_runs_batched`` (None if it can)."""
+def batching_obstacle(model: Algorithm, arch: str | None = None) -> str | None:
+    """Why ``model`` cannot be trained by ``train_runs_batched`` (None if it can), on ``arch`` (default its own)."""
     cls = type(model)
     own = cls.stacked_step.__func__ is not Algorithm.stacked_step.__func__  # the class stacks its own step
     if not own and not isinstance(model, LossAlgorithm):
         return f"{cls.__name__} is not a LossAlgorithm"
+    if own and (arch or model.arch) == "mlp":  # the tabular sweeps stack StackedMLP's loss step only (CPU speed)
+        return f"{cls.__name__}'s own stacked step is for image networks; its MLP runs train alone"
     for method, base in (("train_step", None if own else LossAlgorithm), ("update", Algorithm),
                          ("predict", Algorithm)):
         if base is not None and getattr(cls, method) is not getattr(base, method):
@@ -381,13 +383,13 @@ def stack_shape(algorithm: str, hparams: Mapping[str, Any]) -> tuple:
 
 
 @functools.cache
-def algorithm_stacks(algorithm: str) -> bool:
-    """Whether ``train_runs_batched`` stacks ``algorithm``'s runs (``batching_obstacle`` of a tiny MLP instance:
-    the obstacles are the class's, not the data's or the network's)."""
+def algorithm_stacks(algorithm: str, arch: str = "mlp") -> bool:
+    """Whether ``train_runs_batched`` stacks ``algorithm``'s runs on ``arch`` (``batching_obstacle`` of a tiny MLP
+    instance, asked for ``arch``: the obstacles are the class's and the kind of network's, not the data's)."""
     hp = hparams_for(algorithm, "mlp")
     S = torch.tensor([[1.0, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0]])  # every class has complementary labels
     model = make_algorithm(algorithm, (2,), 3, S, {**hp, "batch_size": 2}, arch="mlp", steps=10)
-    return batching_obstacle(model) is None
+    return batching_obstacle(model, arch) is None
 
 
 def stack_id(members: Sequence[dict]) -> str:
@@ -792,7 +794,7 @@ def sweep_args(datasets: Sequence[PLLDataset | str], algorithms: Sequence[str], 
         raise ConfigError("batched='auto' decides by the data's width: pass the datasets, not their names, or widths")
     for task in sweep_tasks([(args, str(i)) for i, args in enumerate(args_list)], batched=batched,
                             max_group=max_group, widths=widths):
-        if len(task) > 1 and algorithm_stacks(task[0][0]["algorithm"]):
+        if len(task) > 1 and algorithm_stacks(task[0][0]["algorithm"], arch):
             if arch != "mlp" and precision == "bf16" and device_type(device) != "cuda":
                 raise ConfigError(f"stacked {arch} runs in bf16 need CUDA (the CPU's autocast does not reach the "
                                   "convolutions inside torch.func.vmap); use precision fp32 or auto on the CPU, or "

@@ -328,8 +328,9 @@ def test_algorithms_with_their_own_stacked_step_match_separate_runs_in_stacks_of
         assert_close_records(b, s)
     assert [b[0]["group_size"] for b in batched] == [widths.count(w) for w in widths]
     assert max(widths.count(w) for w in widths) >= 2 and len(set(widths)) >= 2
-    assert protocol.algorithm_stacks(algorithm)
-    assert not protocol.algorithm_stacks("PiCO_plus") and not protocol.algorithm_stacks("ALIM")
+    assert protocol.algorithm_stacks(algorithm, "digits_cnn") and not protocol.algorithm_stacks(algorithm, "mlp")
+    assert not protocol.algorithm_stacks("PiCO_plus", "digits_cnn")
+    assert not protocol.algorithm_stacks("ALIM", "resnet32")
     with pytest.raises(ConfigError, match="feat_dim differ"):
         protocol.train_runs_batched(ds, algorithm, configs, out_dirs=[None] * 5, stack="abc", **common)
 
@@ -345,7 +346,14 @@ def test_stacked_idgp_matches_separate_runs_across_its_warm_up(tmp_path):
     batched = protocol.train_runs_batched(ds, "IDGP", configs, out_dirs=[None] * 3, **common)
     for b, s in zip(batched, separate):
         assert_close_records(b, s)
-    assert [b[0]["group_size"] for b in batched] == [3, 3, 3] and protocol.algorithm_stacks("IDGP")
+    assert [b[0]["group_size"] for b in batched] == [3, 3, 3] and protocol.algorithm_stacks("IDGP", "digits_cnn")
+    # on the MLP (the tabular sweeps) IDGP trains alone: its own stacked step is for image networks
+    assert not protocol.algorithm_stacks("IDGP") and protocol.algorithm_stacks("PRODEN")
+    with pytest.warns(UserWarning, match="for image networks"):
+        tabular = protocol.train_runs_batched(ds_tabular := load_pll_dataset("PLDigits-Vaguest"), "IDGP", configs[:2],
+                                              arch="mlp", steps=6, checkpoint_freq=3,
+                                              out_dirs=[tmp_path / "t0", tmp_path / "t1"])
+    assert [r[0]["group_size"] for r in tabular] == [1, 1] and ds_tabular.modality == "tabular"
 
 
 def test_stacked_members_skip_the_steps_and_keep_the_books_their_runs_do(tmp_path):
