@@ -355,6 +355,11 @@ def batching_obstacle(model: Algorithm, arch: str | None = None) -> str | None:
     own = cls.stacked_step.__func__ is not Algorithm.stacked_step.__func__  # the class stacks its own step
     if not own and not isinstance(model, LossAlgorithm):
         return f"{cls.__name__} is not a LossAlgorithm"
+    if own:  # a stacked step is written for one train_step: a subclass with its own step does not inherit it
+        step_owner = next(c for c in cls.__mro__ if "train_step" in vars(c))
+        stack_owner = next(c for c in cls.__mro__ if "stacked_step" in vars(c))
+        if step_owner is not stack_owner:
+            return f"{cls.__name__}'s train_step is not the one {stack_owner.__name__}'s stacked step reproduces"
     if own and (arch or model.arch) == "mlp":  # the tabular sweeps stack StackedMLP's loss step only (CPU speed)
         return f"{cls.__name__}'s own stacked step is for image networks; its MLP runs train alone"
     for method, base in (("train_step", None if own else LossAlgorithm), ("update", Algorithm),

@@ -57,7 +57,7 @@ class StackedAdam:
     @torch.no_grad()
     def step(self, grads: Sequence[torch.Tensor], active: Sequence[bool] | None = None) -> None:
         """One Adam update of every member, or of the ``active`` ones (the others' weights and state untouched, as
-        a run that skips a step leaves them); in place, ``grads`` are consumed."""
+        a run that skips a step leaves them); in place, ``grads`` are consumed (None: that tensor is left alone)."""
         beta1, beta2 = self.betas
         self.t = [t + 1 if active is None or a else t for t, a in zip(self.t, active or self.t)]
         device = self.params[0].device
@@ -67,6 +67,8 @@ class StackedAdam:
         bias_correction2_sqrt = torch.tensor([(1 - beta2 ** max(t, 1)) ** 0.5 for t in self.t], device=device)
         mask = None if active is None or all(active) else torch.tensor(list(active), device=device)
         for p, grad, m, v in zip(self.params, grads, self.exp_avg, self.exp_avg_sq):
+            if grad is None:  # a tensor no member's loss reached (torch.optim.Adam skips a parameter without grad)
+                continue
             shape = (-1,) + (1,) * (p.dim() - 1)
             keep = None if mask is None else (p.clone(), m.clone(), v.clone())
             grad.addcmul_(self.weight_decay.view(shape), p)
@@ -176,3 +178,48 @@ class StackedNetwork:
         from torch.func import functional_call
 
         return functional_call(base, (params, buffers), (x,))
+
+
+class StackedStep:
+    """Base of an algorithm's own stacked step (``Algorithm.stacked_step``; ``plench.protocol.train_runs_batched``):
+    G members' ``models``, the stacked ``network`` they predict with, its ``StackedAdam`` over ``optimizers``
+    (one per member), the mode switches and each member's predictor. A subclass adds its other stacked networks and
+    ``__call__(batches) -> G losses``."""
+
+    def __init__(self, models: Sequence[nn.Module], network: StackedNetwork,
+                 optimizers: Sequence[torch.optim.Optimizer]):
+        self.models, self.network = list(models), network
+        self.adam = StackedAdam(network.params, optimizers)
+
+    def train(self) -> None:
+        self.network.train()
+
+    def eval(self) -> None:
+        self.network.eval()
+
+    def predictor(self, g: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        """Member g's network in eval mode: float32 logits (n, q) for inputs (n, ...), under the member's autocast
+        as ``Algorithm.predict`` (an encoder's (logits, features) output gives its logits)."""
+        network, model = self.network.member(g), self.models[g]
+
+        def predict(x: torch.Tensor) -> torch.Tensor:
+            with model.autocast(x.device.type):
+                out = network(x)
+                return (out[0] if isinstance(out, tuple) else out).float()
+
+        return predict
+
+
+def momentum_tensors(momenta: Sequence[float], device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(m, 1 - m) per member (G,), the 1 - m taken in Python floats as ``MoCoPair.momentum_update`` takes it."""
+    return (torch.tensor([float(m) for m in momenta], device=device),
+            torch.tensor([1 - float(m) for m in momenta], device=device))
+
+
+@torch.no_grad()
+def ema_(keys: StackedNetwork, queries: StackedNetwork, momentum: torch.Tensor, rest: torch.Tensor) -> None:
+    """``key <- m key + (1 - m) query`` for every stacked parameter, each member with its own m (``MoCoPair``'s EMA;
+    buffers stay the keys' own)."""
+    for key, query in zip(keys.params, queries.params):
+        shape = (-1,) + (1,) * (key.dim() - 1)
+        key.mul_(momentum.view(shape)).addcmul_(query, rest.view(shape))

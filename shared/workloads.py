@@ -1655,14 +1655,14 @@ def _full_profile() -> list[tuple[Workload, float, str]]:
     add(W("cifar_resnet", "resnet20", "train", 128, CIFAR, "fp32", {"optimizer": "sgd", "augment": "crop_flip"}),
         1.1e7, "ciln 08/09 downstream Co-Teaching and DivideMix with precision fp32 (Method.step; two networks each)")
     # the MixMatch steps ciln.cost plans for DivideMix in fp16 (ciln.cost._dividemix_work: labelled + unlabelled rows
-    # x k views, 3k no-grad guessing passes; k = 2 for the official variant with augmentation, else 1), CILN's
-    # largest step kinds (45 and 23 h on an H200, estimated until measured)
+    # x k views, 3k no-grad guessing passes; k = 2 for the official variant with augmentation, else 1, as the
+    # compact variant's), CILN's largest step kinds (45 and 23 h on an H200, estimated until measured)
     add(W("cifar_resnet", "resnet20", "train", 128, CIFAR, "fp16",
           {"optimizer": "sgd", "augment": "crop_flip", "views": 4, "nograd": 6}),
         5.5e6, "ciln 08/09 downstream DivideMix MixMatch steps, official variant (k = 2)")
     add(W("cifar_resnet", "resnet20", "train", 128, CIFAR, "fp16",
           {"optimizer": "sgd", "augment": "crop_flip", "views": 2, "nograd": 3}),
-        5.5e6, "ciln 08/09 downstream DivideMix MixMatch steps without augmentation (k = 1)")
+        5.5e6, "ciln 08/09 downstream DivideMix MixMatch steps, k = 1 (the compact variant)")
     add(W("cifar_resnet", "wrn28_10", "train", 128, CIFAR, "fp16", {"optimizer": "sgd_nesterov", "augment": "crop_flip"}),
         7.0e4, "ciln 01 voter wrn28_10 (200 epochs)")
     add(W("cifar_resnet", "resnet20", "train", 128, MNIST, "fp16", {"optimizer": "adam"}),

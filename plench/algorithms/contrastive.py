@@ -40,6 +40,7 @@ from torch import nn
 from plench import networks
 from plench.algorithms import register
 from plench.algorithms.base import Algorithm, Batch, float32_math, full_precision
+from plench.stacked import StackedNetwork, StackedStep, ema_, momentum_tensors
 from shared.errors import ConfigError
 
 TEMPERATURE = 0.07  # SupCon/InfoNCE temperature and base temperature, hard-coded in the official code
@@ -269,9 +270,9 @@ class PiCO(Algorithm):
 
     @classmethod
     def stacked_step(cls, models: list[PiCO]):
-        """PiCO's own stacked step (``StackedPiCO``); PiCO+ and ALIM have none (their ``update`` and mixup draws
-        are their own)."""
-        return StackedPiCO(models) if cls is PiCO else None
+        """PiCO's own stacked step (``StackedPiCO``). PiCO+ and ALIM, with steps of their own, train alone
+        (``plench.protocol.batching_obstacle``)."""
+        return StackedPiCO(models)
 
     def contrastive_loss(self, out: MoCoOutput, started: bool) -> torch.Tensor:
         """InfoNCE before ``prot_start``; SupCon with same-pseudo-label positives from then on."""
@@ -295,7 +296,7 @@ class PiCO(Algorithm):
         self.confidence[idx] = m * self.confidence[idx] + (1 - m) * target
 
 
-class StackedPiCO:
+class StackedPiCO(StackedStep):
     """G PiCO runs' steps as one (``plench.protocol.train_runs_batched``): the query encoders and their momentum key
     encoders are stacked (``plench.stacked.StackedNetwork``), so the query forward (weak view), the key forward
     (strong view), the backward, the Adam update and the keys' EMA run once for every member, in
@@ -303,22 +304,11 @@ class StackedPiCO:
     computed by its own ``PiCO``. Why: PiCO's step is two small forwards, bound by operator dispatch on a GPU."""
 
     def __init__(self, models: list[PiCO]):
-        from plench.stacked import StackedAdam, StackedNetwork
-
-        self.models = models
         self.query = StackedNetwork([m.moco.query for m in models])
+        super().__init__(models, self.query, [m.optimizer for m in models])
         self.key = StackedNetwork([m.moco.key for m in models])
-        self.adam = StackedAdam(self.query.params, [m.optimizer for m in models])
-        device = self.query.params[0].device
-        # MoCoPair.momentum_update's key * m + (1 - m) * query, its 1 - m taken in Python floats as there
-        self.momentum = torch.tensor([float(m.hparams["moco_m"]) for m in models], device=device)
-        self.rest = torch.tensor([1 - float(m.hparams["moco_m"]) for m in models], device=device)
-
-    def train(self) -> None:
-        self.query.train()
-
-    def eval(self) -> None:
-        self.query.eval()
+        self.momentum, self.rest = momentum_tensors([m.hparams["moco_m"] for m in models],
+                                                    self.query.params[0].device)
 
     def __call__(self, batches: list[Batch]) -> list[float]:
         models = self.models
@@ -327,26 +317,14 @@ class StackedPiCO:
         with models[0].autocast(device.type):
             logits, q = self.query.forward(weak)
             labels = [m.pseudo_labels(logits[g], q[g], b.s) for g, (m, b) in enumerate(zip(models, batches))]
+            ema_(self.key, self.query, self.momentum, self.rest)
             with torch.no_grad():
-                for key, query in zip(self.key.params, self.query.params):
-                    shape = (-1,) + (1,) * (key.dim() - 1)
-                    key.mul_(self.momentum.view(shape)).addcmul_(query, self.rest.view(shape))
                 _, k = self.key.forward(strong)
             losses = torch.stack([m.step_loss(m.enqueue(logits[g], q[g], k[g], *labels[g]), b).float()
                                   for g, (m, b) in enumerate(zip(models, batches))])
         with full_precision(device.type):  # as Algorithm.step: gradients and Adam in float32
             self.adam.step(torch.autograd.grad(losses.sum(), self.query.params))
         return losses.detach().tolist()
-
-    def predictor(self, g: int):
-        """Member g's query encoder in eval mode: logits (n, q) for inputs (n, ...), as ``Algorithm.predict``."""
-        network, model = self.query.member(g), self.models[g]
-
-        def predict(x: torch.Tensor) -> torch.Tensor:
-            with model.autocast(x.device.type):
-                return network(x)[0].float()
-
-        return predict
 
 
 class _CurrIterNeverAdvances:

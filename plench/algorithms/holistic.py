@@ -65,6 +65,7 @@ from plench.algorithms.base import Algorithm, Batch, LossAlgorithm, float32_math
 from plench.algorithms.contrastive import (TEMPERATURE, FeatureQueue, MoCoPair, ProjectedEncoder, infonce_loss,
                                            supcon_loss)
 from plench.algorithms.vanilla_pll import renormalise_within, weighted_ce
+from plench.stacked import StackedNetwork, StackedStep, ema_, momentum_tensors
 from shared.errors import ConfigError
 
 NON_CANDIDATE_ONE = 1.0000001  # the "1" of the code's log(1 - p_j) on non-candidates (CRDPLL, FREDIS)
@@ -173,24 +174,15 @@ class ABLE(Algorithm):
         return StackedABLE(models)
 
 
-class StackedABLE:
+class StackedABLE(StackedStep):
     """G ABLE runs' steps as one (``plench.protocol.train_runs_batched``): the encoders (network + projection head)
     are stacked (``plench.stacked.StackedNetwork``), so the forward of each member's weak and strong views
     concatenated, the backward and the Adam update run once for every member; each member's loss and confidences
     are its own, computed by its own ``ABLE``. Members share ``feat_dim`` and the batch size."""
 
     def __init__(self, models: list[ABLE]):
-        from plench.stacked import StackedAdam, StackedNetwork
-
-        self.models = models
         self.encoder = StackedNetwork([m.encoder for m in models])
-        self.adam = StackedAdam(self.encoder.params, [m.optimizer for m in models])
-
-    def train(self) -> None:
-        self.encoder.train()
-
-    def eval(self) -> None:
-        self.encoder.eval()
+        super().__init__(models, self.encoder, [m.optimizer for m in models])
 
     def __call__(self, batches: list[Batch]) -> list[float]:
         models = self.models
@@ -205,16 +197,6 @@ class StackedABLE:
             for m, b, (_, probs) in zip(models, batches, steps):
                 m.refresh(probs, b)
         return losses.detach().tolist()
-
-    def predictor(self, g: int):
-        """Member g's encoder in eval mode: logits (n, q) for inputs (n, ...), as ``Algorithm.predict``."""
-        network, model = self.encoder.member(g), self.models[g]
-
-        def predict(x: torch.Tensor) -> torch.Tensor:
-            with model.autocast(x.device.type):
-                return network(x)[0].float()
-
-        return predict
 
 
 # -- CRDPLL -----------------------------------------------------------------------------------------------------
@@ -401,7 +383,7 @@ class DIRK(Algorithm):
                            temperature=temperature, base_temperature=TEMPERATURE)
 
 
-class StackedDIRK:
+class StackedDIRK(StackedStep):
     """G DIRK runs' steps as one (``plench.protocol.train_runs_batched``): the students and the teachers are stacked
     (``plench.stacked.StackedNetwork``), so each of the step's four forwards (teacher on weak and distill, student on
     distill and strong, in ``DIRK.train_step``'s order) and the backward run once for every member, the Adam update
@@ -411,22 +393,11 @@ class StackedDIRK:
     CIFAR ResNet is four small forwards, bound by their operators' dispatch on a GPU."""
 
     def __init__(self, models: list[DIRK]):
-        from plench.stacked import StackedAdam, StackedNetwork
-
-        self.models = models
         self.student = StackedNetwork([m.pair.query for m in models])
+        super().__init__(models, self.student, [m.optimizer for m in models])
         self.teacher = StackedNetwork([m.pair.key for m in models])
-        self.adam = StackedAdam(self.student.params, [m.optimizer for m in models])
-        device = self.student.params[0].device
-        # MoCoPair.momentum_update's key * m + (1 - m) * query, its 1 - m taken in Python floats as there
-        self.momentum = torch.tensor([float(m.hparams["momentum"]) for m in models], device=device)
-        self.rest = torch.tensor([1 - float(m.hparams["momentum"]) for m in models], device=device)
-
-    def train(self) -> None:
-        self.student.train()
-
-    def eval(self) -> None:
-        self.student.eval()
+        self.momentum, self.rest = momentum_tensors([m.hparams["momentum"] for m in models],
+                                                    self.student.params[0].device)
 
     def __call__(self, batches: list[Batch]) -> list[float]:
         models = self.models
@@ -453,22 +424,10 @@ class StackedDIRK:
                 losses.append(loss.float())
             total = torch.stack(losses)
         with full_precision(device.type):  # as Algorithm.step: gradients and Adam in float32
-            self.adam.step(torch.autograd.grad(total.sum(), self.student.params))
-        with torch.no_grad():
-            for key, query in zip(self.teacher.params, self.student.params):
-                shape = (-1,) + (1,) * (key.dim() - 1)
-                key.mul_(self.momentum.view(shape)).addcmul_(query, self.rest.view(shape))
+            # allow_unused: with weight 0 everywhere no loss reaches the projection heads, which Adam then skips
+            self.adam.step(torch.autograd.grad(total.sum(), self.student.params, allow_unused=True))
+        ema_(self.teacher, self.student, self.momentum, self.rest)
         return total.detach().tolist()
-
-    def predictor(self, g: int):
-        """Member g's student in eval mode: logits (n, q) for inputs (n, ...), as ``Algorithm.predict``."""
-        network, model = self.student.member(g), self.models[g]
-
-        def predict(x: torch.Tensor) -> torch.Tensor:
-            with model.autocast(x.device.type):
-                return network(x)[0].float()
-
-        return predict
 
 
 # -- VALEN ------------------------------------------------------------------------------------------------------

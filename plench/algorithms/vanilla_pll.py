@@ -28,6 +28,7 @@ from torch import nn
 from plench import networks
 from plench.algorithms import register
 from plench.algorithms.base import Algorithm, Batch, LossAlgorithm, full_precision
+from plench.stacked import StackedAdam, StackedNetwork, StackedStep
 
 IDGP_EPS = 1e-12  # the official IDGP's epsilon inside logs and normalisers
 ONE_PLUS = 1.0000001  # the official IDGP's "1" inside log(1 - g)
@@ -354,25 +355,16 @@ class IDGP(Algorithm):
         return StackedIDGP(models)
 
 
-class StackedIDGP:
+class StackedIDGP(StackedStep):
     """G IDGP runs' steps as one (``plench.protocol.train_runs_batched``): the f networks and the g networks are
     stacked (``plench.stacked.StackedNetwork``), so each forward, one backward of every member's two losses and the
     two batched Adam updates run once for all members; each member's phase, losses and states d, b stay its own,
     computed by its own ``IDGP``."""
 
     def __init__(self, models: list[IDGP]):
-        from plench.stacked import StackedAdam, StackedNetwork
-
-        self.models = models
         self.f, self.g = StackedNetwork([m.network for m in models]), StackedNetwork([m.g for m in models])
-        self.f_adam = StackedAdam(self.f.params, [m.f_optimizer for m in models])
+        super().__init__(models, self.f, [m.f_optimizer for m in models])
         self.g_adam = StackedAdam(self.g.params, [m.g_optimizer for m in models])
-
-    def train(self) -> None:
-        self.f.train()
-
-    def eval(self) -> None:
-        self.f.eval()
 
     def __call__(self, batches: list[Batch]) -> list[float]:
         models = self.models
@@ -384,18 +376,8 @@ class StackedIDGP:
             loss_g = torch.stack([step[1].float() for step in steps])
         with full_precision(x.device.type):  # as Algorithm.step: gradients and Adam in float32
             grads = torch.autograd.grad(loss_f.sum() + loss_g.sum(), [*self.f.params, *self.g.params])
-            self.f_adam.step(grads[:len(self.f.params)])
+            self.adam.step(grads[:len(self.f.params)])
             self.g_adam.step(grads[len(self.f.params):])
         for m, b, step in zip(models, batches, steps):
             m.refresh(step[2], step[3], b)
         return loss_f.detach().tolist()
-
-    def predictor(self, g: int):
-        """Member g's f in eval mode: logits (n, q) for inputs (n, ...), as ``Algorithm.predict``."""
-        network, model = self.f.member(g), self.models[g]
-
-        def predict(x: torch.Tensor) -> torch.Tensor:
-            with model.autocast(x.device.type):
-                return network(x).float()
-
-        return predict

@@ -335,6 +335,38 @@ def test_algorithms_with_their_own_stacked_step_match_separate_runs_in_stacks_of
         protocol.train_runs_batched(ds, algorithm, configs, out_dirs=[None] * 5, stack="abc", **common)
 
 
+def test_stacked_dirk_without_its_contrastive_term_matches_separate_runs(tmp_path):
+    """``weight: 0`` for every member (an ablation): no loss reaches the projection heads, which the batched Adam then
+    leaves alone, as a run's Adam skips a parameter without a gradient."""
+    ds, configs = image_digits(), [(0, 0), (1, 0)]
+    common = {"arch": "digits_cnn", "steps": 6, "checkpoint_freq": 3,
+              "hparams_overrides": {"batch_size": 32, "feat_dim": 64, "moco_queue": 64, "weight": 0.0}}
+    separate = [protocol.train_run(ds, "DIRK", hparams_seed=h, trial_seed=t, out_dir=tmp_path / f"s{i}", **common)
+                for i, (h, t) in enumerate(configs)]
+    batched = protocol.train_runs_batched(ds, "DIRK", configs, out_dirs=[None, None], **common)
+    for b, s in zip(batched, separate):
+        assert_close_records(b, s)
+    assert batched[0][0]["group_size"] == 2
+
+
+def test_a_subclass_with_its_own_step_does_not_inherit_a_stacked_step():
+    """A stacked step reproduces one ``train_step``: PiCO+ and ALIM (subclasses of PiCO with steps of their own) and
+    any such subclass train alone, with the reason."""
+    from plench.algorithms.holistic import DIRK
+
+    class OwnDIRK(DIRK):
+        name = "_OwnDIRK"
+
+        def train_step(self, batch):
+            return super().train_step(batch)
+
+    hp = {**hparams_for("DIRK", "mlp"), "batch_size": 2, "moco_queue": 4}
+    S = torch.tensor([[1.0, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0]])
+    model = OwnDIRK((2,), 3, S, hp, arch="mlp", steps=10)
+    assert "not the one DIRK's stacked step reproduces" in protocol.batching_obstacle(model, "digits_cnn")
+    assert not protocol.algorithm_stacks("PiCO_plus", "resnet32") and protocol.algorithm_stacks("PiCO", "resnet32")
+
+
 def test_stacked_idgp_matches_separate_runs_across_its_warm_up(tmp_path):
     """IDGP's own stacked step (``StackedIDGP``): f and g stacked, two batched Adams, each member's phase (warm-up
     for 0.5 epochs here) and states d, b its own. Measured: losses agree to ~1e-7 relative, every metric equal."""
